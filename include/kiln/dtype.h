@@ -1,0 +1,56 @@
+/* Element types, their sizes and names, and the 16-bit float conversions. */
+#ifndef KILN_DTYPE_H
+#define KILN_DTYPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kn_dtype {
+    KN_F32 = 0,
+    KN_F64,
+    KN_F16,
+    KN_BF16,
+    KN_I32,
+    KN_I64,
+    KN_BOOL,
+    KN_DTYPE_COUNT
+} kn_dtype;
+
+/* Sets of dtypes, as bit masks (1u << dtype). */
+#define KN_DT(d) (1u << (d))
+#define KN_DTS_FLOAT (KN_DT(KN_F32) | KN_DT(KN_F64) | KN_DT(KN_F16) | KN_DT(KN_BF16))
+#define KN_DTS_INT (KN_DT(KN_I32) | KN_DT(KN_I64))
+#define KN_DTS_NUMERIC (KN_DTS_FLOAT | KN_DTS_INT)
+#define KN_DTS_ALL (KN_DTS_NUMERIC | KN_DT(KN_BOOL))
+
+size_t kn_dtype_size(kn_dtype d);
+/* "f32", "bf16", ...; "?" for an invalid value. */
+const char *kn_dtype_name(kn_dtype d);
+/* Parse a dtype name ("f32", "float32", "bf16", "int64", "bool", ...); false if unknown. */
+bool kn_dtype_parse(const char *name, kn_dtype *out);
+bool kn_dtype_is_float(kn_dtype d);
+bool kn_dtype_is_int(kn_dtype d);   /* i32, i64 (not bool) */
+bool kn_dtype_valid(kn_dtype d);
+
+/* The dtype two operands promote to (PyTorch's rules: bool < int < float, then width;
+ * f16 with bf16 gives f32). */
+kn_dtype kn_promote_types(kn_dtype a, kn_dtype b);
+
+/* IEEE half and bfloat16 conversions, round-to-nearest-even, NaN preserved. */
+uint16_t kn_f32_to_f16(float f);
+float kn_f16_to_f32(uint16_t h);
+uint16_t kn_f32_to_bf16(float f);
+float kn_bf16_to_f32(uint16_t h);
+/* Direct from double, rounded once (not through a float). */
+uint16_t kn_f64_to_f16(double d);
+uint16_t kn_f64_to_bf16(double d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,12 @@
+/* kiln: a deep-learning runtime in C. This header includes every subsystem. */
+#ifndef KILN_H
+#define KILN_H
+
+#include "kiln/dtype.h"
+#include "kiln/ops.h"
+#include "kiln/optable.h"
+#include "kiln/runtime.h"
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+#endif

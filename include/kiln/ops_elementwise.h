@@ -1,0 +1,93 @@
+/* Elementwise ops. Binary and ternary ops broadcast their inputs and promote dtypes
+ * (bool < int < float; 0-d tensors do not widen within a category). Ops of the FLOAT class
+ * (exp, div, ...) compute integer inputs in f32. */
+#ifndef KILN_OPS_ELEMENTWISE_H
+#define KILN_OPS_ELEMENTWISE_H
+
+#include "kiln/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Unary. */
+kn_tensor *kn_neg(kn_tensor *x);
+kn_tensor *kn_abs(kn_tensor *x);
+kn_tensor *kn_sign(kn_tensor *x);
+kn_tensor *kn_exp(kn_tensor *x);
+kn_tensor *kn_expm1(kn_tensor *x);
+kn_tensor *kn_log(kn_tensor *x);
+kn_tensor *kn_log1p(kn_tensor *x);
+kn_tensor *kn_log2(kn_tensor *x);
+kn_tensor *kn_sqrt(kn_tensor *x);
+kn_tensor *kn_rsqrt(kn_tensor *x);
+kn_tensor *kn_reciprocal(kn_tensor *x);
+kn_tensor *kn_sin(kn_tensor *x);
+kn_tensor *kn_cos(kn_tensor *x);
+kn_tensor *kn_tanh(kn_tensor *x);
+kn_tensor *kn_sigmoid(kn_tensor *x);
+kn_tensor *kn_relu(kn_tensor *x);
+kn_tensor *kn_leaky_relu(kn_tensor *x, double negative_slope);
+kn_tensor *kn_gelu(kn_tensor *x);        /* erf form */
+kn_tensor *kn_gelu_tanh(kn_tensor *x);   /* tanh approximation (GPT-2's gelu_new) */
+kn_tensor *kn_silu(kn_tensor *x);
+kn_tensor *kn_softplus(kn_tensor *x, double beta, double threshold);  /* torch: beta 1, threshold 20 */
+kn_tensor *kn_erf(kn_tensor *x);
+kn_tensor *kn_floor(kn_tensor *x);
+kn_tensor *kn_ceil(kn_tensor *x);
+kn_tensor *kn_round(kn_tensor *x);       /* halves to even */
+kn_tensor *kn_trunc(kn_tensor *x);
+/* Clamp to [min, max]; pass -INFINITY or INFINITY for a one-sided clamp. NaN stays NaN. */
+kn_tensor *kn_clamp(kn_tensor *x, double min, double max);
+kn_tensor *kn_bitwise_not(kn_tensor *x);
+kn_tensor *kn_logical_not(kn_tensor *x);
+kn_tensor *kn_isnan(kn_tensor *x);
+kn_tensor *kn_isinf(kn_tensor *x);
+kn_tensor *kn_isfinite(kn_tensor *x);
+
+/* Binary. */
+kn_tensor *kn_add(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_sub(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_mul(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_div(kn_tensor *a, kn_tensor *b);          /* true division */
+kn_tensor *kn_floor_divide(kn_tensor *a, kn_tensor *b); /* rounds toward -inf */
+kn_tensor *kn_remainder(kn_tensor *a, kn_tensor *b);    /* takes the divisor's sign */
+kn_tensor *kn_pow(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_maximum(kn_tensor *a, kn_tensor *b);      /* NaN propagates */
+kn_tensor *kn_minimum(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_eq(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_ne(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_lt(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_le(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_gt(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_ge(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_logical_and(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_logical_or(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_logical_xor(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_bitwise_and(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_bitwise_or(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_bitwise_xor(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_bitwise_left_shift(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_bitwise_right_shift(kn_tensor *a, kn_tensor *b);
+
+/* With a scalar operand, which (like a Python number) does not widen the tensor's dtype. */
+kn_tensor *kn_add_scalar(kn_tensor *a, double b);
+kn_tensor *kn_sub_scalar(kn_tensor *a, double b);
+kn_tensor *kn_mul_scalar(kn_tensor *a, double b);
+kn_tensor *kn_div_scalar(kn_tensor *a, double b);
+kn_tensor *kn_pow_scalar(kn_tensor *a, double b);
+
+/* Ternary. */
+kn_tensor *kn_where(kn_tensor *cond, kn_tensor *a, kn_tensor *b);   /* cond ? a : b */
+kn_tensor *kn_lerp(kn_tensor *start, kn_tensor *end, kn_tensor *weight);
+kn_tensor *kn_lerp_scalar(kn_tensor *start, kn_tensor *end, double weight);
+kn_tensor *kn_addcmul(kn_tensor *self, kn_tensor *t1, kn_tensor *t2, double value);
+kn_tensor *kn_addcdiv(kn_tensor *self, kn_tensor *t1, kn_tensor *t2, double value);
+
+/* Conversion to another dtype (a new tensor; round-to-nearest-even for f16/bf16). */
+kn_tensor *kn_cast(kn_tensor *x, kn_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

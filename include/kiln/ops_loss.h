@@ -1,0 +1,14 @@
+/* loss ops. */
+#ifndef KILN_OPS_LOSS_H
+#define KILN_OPS_LOSS_H
+
+#include "kiln/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

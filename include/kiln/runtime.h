@@ -1,0 +1,77 @@
+/* The runtime: execution modes, synchronization, threads, randomness, memory statistics. */
+#ifndef KILN_RUNTIME_H
+#define KILN_RUNTIME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+const char *kn_version(void);
+
+/* When work runs (DESIGN.md, "One pipeline for every mode"). */
+typedef enum kn_mode {
+    KN_MODE_STRICT = 0, /* queued on the device's stream; the host runs on until it reads a value */
+    KN_MODE_DEBUG,      /* one op at a time, synchronously; NaN/Inf from finite inputs is an error */
+    KN_MODE_FUSED,      /* reserved: lazy windows of fused kernels (not built yet) */
+    KN_MODE_COMPILED,   /* reserved: whole-graph compilation (not built yet) */
+    KN_MODE_COUNT
+} kn_mode;
+
+/* Sets this process's mode (initially $KILN_MODE, else strict). Pending work is finished
+ * first. Fails with KN_ERR_UNSUPPORTED for a mode this build does not have. */
+kn_status kn_set_mode(kn_mode mode);
+kn_mode kn_get_mode(void);
+const char *kn_mode_name(kn_mode mode);
+bool kn_mode_parse(const char *name, kn_mode *out);
+
+/* Waits for all queued work on every device; returns the first error an asynchronous kernel
+ * reported (for example an index out of range), naming the op. */
+kn_status kn_sync(void);
+
+/* CPU threads used by kernels (default: $KILN_THREADS, else the number of cores). */
+void kn_set_num_threads(int n);
+int kn_get_num_threads(void);
+
+/* The global counter-based (Philox) generator: a seed and an offset into its stream. */
+void kn_manual_seed(uint64_t seed);
+void kn_rng_get_state(uint64_t *seed, uint64_t *offset);
+void kn_rng_set_state(uint64_t seed, uint64_t offset);
+
+/* Memory statistics of one device's caching allocator. */
+typedef struct kn_memory_stats {
+    int64_t allocated_bytes;      /* held by live storages now */
+    int64_t peak_allocated_bytes; /* the most ever held at once (since the last reset) */
+    int64_t reserved_bytes;       /* allocated plus cached, i.e. taken from the system */
+    int64_t cached_bytes;         /* free blocks kept for reuse */
+    int64_t alloc_count;          /* allocations served */
+    int64_t cache_hits;           /* of those, served from the cache */
+    int64_t system_allocs;        /* blocks taken from the system */
+} kn_memory_stats;
+
+kn_status kn_memory_stats_get(kn_device device, kn_memory_stats *out);
+void kn_memory_reset_peak(kn_device device);
+/* Returns cached free blocks to the system (after finishing queued work). */
+void kn_memory_empty_cache(kn_device device);
+
+/* What the meta backend has traced since the last reset: ops recorded, their FLOPs and the
+ * bytes their outputs would take. */
+typedef struct kn_meta_trace {
+    int64_t ops;
+    double flops;
+    int64_t peak_bytes;
+} kn_meta_trace;
+void kn_meta_trace_get(kn_meta_trace *out);
+/* Count of ops of one name the meta backend traced. */
+int64_t kn_meta_trace_op_count(const char *op_name);
+void kn_meta_trace_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,204 @@
+/* CPU matmul through OpenBLAS: strided operands go to BLAS as they are when one of their
+ * last two strides is 1, single rows use GEMV (no packing), 16-bit floats are widened to f32,
+ * integers use a plain loop. */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "core/error.h"
+
+/* One matrix operand as BLAS sees it. */
+typedef struct mat {
+    const char *base;           /* the batch's first matrix */
+    int64_t rows, cols;
+    int64_t rs, cs;             /* element strides of rows and cols */
+} mat;
+
+static bool blas_layout(const mat *m, CBLAS_TRANSPOSE *trans, int64_t *ld) {
+    if (m->cs == 1 && (m->rs >= (m->cols > 1 ? m->cols : 1) || m->rows == 1)) {
+        *trans = CblasNoTrans;
+        *ld = m->rows == 1 ? (m->cols > 1 ? m->cols : 1) : m->rs;
+        return true;
+    }
+    if (m->rs == 1 && (m->cs >= (m->rows > 1 ? m->rows : 1) || m->cols == 1)) {
+        *trans = CblasTrans;
+        *ld = m->cols == 1 ? (m->rows > 1 ? m->rows : 1) : m->cs;
+        return true;
+    }
+    return false;
+}
+
+static int blas_threads_set = -1;
+
+static void set_blas_threads(int n) {
+    if (n != blas_threads_set) {
+        openblas_set_num_threads(n);
+        blas_threads_set = n;
+    }
+}
+
+/* Batch offsets of the b-th matrix of a [..., R, C] operand, in elements. */
+static int64_t batch_offset(const kn_tensor *t, int64_t b) {
+    int64_t off = 0;
+    for (int d = t->ndim - 3; d >= 0; d--) {
+        off += (b % t->shape[d]) * t->stride[d];
+        b /= t->shape[d];
+    }
+    return off;
+}
+
+#define GEMM_FLOAT(SUF, T, gemm, gemv)                                                                    \
+    static bool matmul_one_##SUF(const T *a, int64_t ars, int64_t acs, const T *b, int64_t brs,          \
+                                 int64_t bcs, T *c, int64_t M, int64_t N, int64_t K) {                   \
+        mat A = {(const char *)a, M, K, ars, acs}, B = {(const char *)b, K, N, brs, bcs};                \
+        CBLAS_TRANSPOSE ta, tb;                                                                          \
+        int64_t lda, ldb;                                                                                \
+        if (K == 0) {                                                                                    \
+            memset(c, 0, sizeof(T) * (size_t)(M * N));                                                   \
+            return true;                                                                                 \
+        }                                                                                                \
+        if (M == 1 && acs > 0 && blas_layout(&B, &tb, &ldb)) { /* row vector times matrix */        \
+            if (tb == CblasNoTrans) /* B stored [K, N]: y = B^T a */                                     \
+                gemv(CblasRowMajor, CblasTrans, (int)K, (int)N, 1, b, (int)ldb, a, (int)acs, 0, c, 1);   \
+            else /* B stored as [N, K]: y = Bs a */                                                      \
+                gemv(CblasRowMajor, CblasNoTrans, (int)N, (int)K, 1, b, (int)ldb, a, (int)acs, 0, c, 1); \
+            return true;                                                                                 \
+        }                                                                                                \
+        if (N == 1 && brs > 0 && blas_layout(&A, &ta, &lda)) { /* matrix times column vector */        \
+            if (ta == CblasNoTrans)                                                                      \
+                gemv(CblasRowMajor, CblasNoTrans, (int)M, (int)K, 1, a, (int)lda, b, (int)brs, 0, c, 1); \
+            else                                                                                         \
+                gemv(CblasRowMajor, CblasTrans, (int)K, (int)M, 1, a, (int)lda, b, (int)brs, 0, c, 1);   \
+            return true;                                                                                 \
+        }                                                                                                \
+        T *ca = NULL, *cb = NULL;                                                                        \
+        if (!blas_layout(&A, &ta, &lda)) { /* a gather of the odd-strided operand */                     \
+            ca = malloc(sizeof(T) * (size_t)(M * K));                                                    \
+            if (!ca) return false;                                                                       \
+            for (int64_t i = 0; i < M; i++)                                                              \
+                for (int64_t k = 0; k < K; k++) ca[i * K + k] = a[i * ars + k * acs];                    \
+            a = ca, ta = CblasNoTrans, lda = K;                                                          \
+        }                                                                                                \
+        if (!blas_layout(&B, &tb, &ldb)) {                                                               \
+            cb = malloc(sizeof(T) * (size_t)(K * N));                                                    \
+            if (!cb) {                                                                                   \
+                free(ca);                                                                                \
+                return false;                                                                            \
+            }                                                                                            \
+            for (int64_t k = 0; k < K; k++)                                                              \
+                for (int64_t j = 0; j < N; j++) cb[k * N + j] = b[k * brs + j * bcs];                    \
+            b = cb, tb = CblasNoTrans, ldb = N;                                                          \
+        }                                                                                                \
+        gemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1, a, (int)lda, b, (int)ldb, 0, c,           \
+             (int)(N > 1 ? N : 1));                                                                      \
+        free(ca);                                                                                        \
+        free(cb);                                                                                        \
+        return true;                                                                                     \
+    }
+GEMM_FLOAT(f32, float, cblas_sgemm, cblas_sgemv)
+GEMM_FLOAT(f64, double, cblas_dgemm, cblas_dgemv)
+
+/* Runs every batch of a float matmul: many small products in parallel with single-threaded
+ * BLAS, large ones one after another with threaded BLAS. */
+#define MATMUL_BATCHES(SUF, T)                                                                        \
+    static bool matmul_batches_##SUF(const kn_tensor *A, const T *a0, const kn_tensor *B, const T *b0,  \
+                                     T *c0, int64_t batches, int64_t M, int64_t N, int64_t K) {       \
+        int nd = A->ndim;                                                                             \
+        int64_t ars = A->stride[nd - 2], acs = A->stride[nd - 1];                                     \
+        int64_t brs = B->stride[nd - 2], bcs = B->stride[nd - 1];                                     \
+        double flops = 2.0 * (double)M * (double)N * (double)K;                                       \
+        int threads = kn_get_num_threads();                                                           \
+        int ok = 1;                                                                                   \
+        if (batches > 1 && flops < 4e6 && threads > 1) {                                              \
+            set_blas_threads(1);                                                                      \
+            _Pragma("omp parallel for num_threads(threads) schedule(static) reduction(& : ok)")       \
+            for (int64_t bi = 0; bi < batches; bi++)                                                  \
+                ok &= matmul_one_##SUF(a0 + batch_offset(A, bi), ars, acs, b0 + batch_offset(B, bi), brs, \
+                                       bcs, c0 + bi * M * N, M, N, K);                                \
+            return ok;                                                                                \
+        }                                                                                             \
+        set_blas_threads(flops < 2e5 ? 1 : threads);                                                  \
+        for (int64_t bi = 0; bi < batches && ok; bi++)                                                \
+            ok = matmul_one_##SUF(a0 + batch_offset(A, bi), ars, acs, b0 + batch_offset(B, bi), brs, bcs, \
+                                  c0 + bi * M * N, M, N, K);                                          \
+        return ok;                                                                                    \
+    }
+MATMUL_BATCHES(f32, float)
+MATMUL_BATCHES(f64, double)
+
+/* 16-bit floats: widen both operands to contiguous f32, multiply, narrow the result. */
+static kn_status matmul_half(kn_node *n, int64_t batches, int64_t M, int64_t N, int64_t K) {
+    kn_tensor *a = n->in[0], *b = n->in[1], *out = n->out[0];
+    kn_device dev = out->storage->device;
+    kn_tensor *wa = kn_tensor_alloc("matmul", KN_F32, a->shape, a->ndim, dev);
+    kn_tensor *wb = wa ? kn_tensor_alloc("matmul", KN_F32, b->shape, b->ndim, dev) : NULL;
+    kn_tensor *wc = wb ? kn_tensor_alloc("matmul", KN_F32, out->shape, out->ndim, dev) : NULL;
+    kn_status st = wc ? KN_OK : kn_last_status();
+    if (st == KN_OK) st = kn_cpu_copy_into(wa, a);
+    if (st == KN_OK) st = kn_cpu_copy_into(wb, b);
+    if (st == KN_OK) {
+        if (matmul_batches_f32(wa, kn_tensor_data(wa), wb, kn_tensor_data(wb), kn_tensor_data(wc), batches, M, N, K))
+            st = kn_cpu_copy_into(out, wc);
+        else
+            st = kn_error(KN_ERR_OOM, "matmul: out of memory gathering an operand");
+    }
+    kn_tensor_decref(wa);
+    kn_tensor_decref(wb);
+    kn_tensor_decref(wc);
+    return st;
+}
+
+#define MATMUL_INT(SUF, T)                                                                           \
+    static void matmul_int_##SUF(kn_node *n, int64_t batches, int64_t M, int64_t N, int64_t K) {    \
+        const kn_tensor *A = n->in[0], *B = n->in[1];                                                \
+        const T *a0 = kn_tensor_data(A), *b0 = kn_tensor_data(B);                                    \
+        T *c = kn_tensor_data(n->out[0]);                                                            \
+        int nd = A->ndim;                                                                            \
+        int64_t ars = A->stride[nd - 2], acs = A->stride[nd - 1];                                    \
+        int64_t brs = B->stride[nd - 2], bcs = B->stride[nd - 1];                                    \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(batches * M * N * K)) collapse(2)") \
+        for (int64_t bi = 0; bi < batches; bi++)                                                     \
+            for (int64_t i = 0; i < M; i++) {                                                        \
+                const T *a = a0 + batch_offset(A, bi) + i * ars, *b = b0 + batch_offset(B, bi);      \
+                for (int64_t j = 0; j < N; j++) {                                                    \
+                    T acc = 0;                                                                       \
+                    for (int64_t k = 0; k < K; k++)                                                  \
+                        acc = (T)((uint64_t)acc + (uint64_t)a[k * acs] * (uint64_t)b[k * brs + j * bcs]); \
+                    c[(bi * M + i) * N + j] = acc;                                                   \
+                }                                                                                    \
+            }                                                                                        \
+    }
+MATMUL_INT(i32, int32_t)
+MATMUL_INT(i64, int64_t)
+
+static kn_status matmul_kernel(kn_node *n) {
+    kn_tensor *a = n->in[0], *b = n->in[1], *out = n->out[0];
+    int nd = out->ndim;
+    int64_t M = out->shape[nd - 2], N = out->shape[nd - 1], K = a->shape[nd - 1];
+    int64_t batches = 1;
+    for (int d = 0; d < nd - 2; d++) batches *= out->shape[d];
+    if (batches == 0 || M == 0 || N == 0) return KN_OK;
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
+        return kn_error(KN_ERR_SHAPE, "matmul: a dim over 2^31 is beyond BLAS");
+    switch (out->dtype) {
+    case KN_F32:
+        if (matmul_batches_f32(a, kn_tensor_data(a), b, kn_tensor_data(b), kn_tensor_data(out), batches, M, N, K))
+            return KN_OK;
+        return kn_error(KN_ERR_OOM, "matmul: out of memory gathering an operand");
+    case KN_F64:
+        if (matmul_batches_f64(a, kn_tensor_data(a), b, kn_tensor_data(b), kn_tensor_data(out), batches, M, N, K))
+            return KN_OK;
+        return kn_error(KN_ERR_OOM, "matmul: out of memory gathering an operand");
+    case KN_F16:
+    case KN_BF16: return matmul_half(n, batches, M, N, K);
+    case KN_I32: matmul_int_i32(n, batches, M, N, K); return KN_OK;
+    case KN_I64: matmul_int_i64(n, batches, M, N, K); return KN_OK;
+    default: return kn_error(KN_ERR_DTYPE, "matmul: no CPU kernel for %s", kn_dtype_name(out->dtype));
+    }
+}
+
+const kn_kernel_reg kn_cpu_kernels_linalg[] = {
+    {KN_OP_matmul, matmul_kernel, KN_DTS_NUMERIC},
+    {0},
+};

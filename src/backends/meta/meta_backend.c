@@ -1,0 +1,127 @@
+/* The meta backend: tensors with shapes and no memory. Every op "runs" by being counted, so a
+ * model can be traced for its op list, FLOPs and memory without loading it. */
+#include <pthread.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "exec/dispatch.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static kn_memory_stats stats;
+static kn_meta_trace trace;
+static int64_t op_counts[KN_OP_COUNT];
+
+/* The allocator hands out no memory; the block handle carries the size for the statistics. */
+static kn_status meta_alloc(int index, size_t bytes, void **data, void **block) {
+    *data = NULL;
+    *block = (void *)(uintptr_t)(bytes + 1);
+    pthread_mutex_lock(&lock);
+    stats.alloc_count++;
+    stats.allocated_bytes += (int64_t)bytes;
+    stats.reserved_bytes += (int64_t)bytes;
+    if (stats.allocated_bytes > stats.peak_allocated_bytes) stats.peak_allocated_bytes = stats.allocated_bytes;
+    if (stats.allocated_bytes > trace.peak_bytes) trace.peak_bytes = stats.allocated_bytes;
+    pthread_mutex_unlock(&lock);
+    return KN_OK;
+}
+
+static void meta_free(int index, void *block) {
+    int64_t bytes = (int64_t)((uintptr_t)block - 1);
+    pthread_mutex_lock(&lock);
+    stats.allocated_bytes -= bytes;
+    stats.reserved_bytes -= bytes;
+    pthread_mutex_unlock(&lock);
+}
+
+static void meta_stats(int index, kn_memory_stats *out) {
+    pthread_mutex_lock(&lock);
+    *out = stats;
+    pthread_mutex_unlock(&lock);
+}
+
+static void meta_reset_peak(int index) {
+    pthread_mutex_lock(&lock);
+    stats.peak_allocated_bytes = stats.allocated_bytes;
+    pthread_mutex_unlock(&lock);
+}
+
+static void meta_empty_cache(int index) {}
+static bool meta_available(int index) { return index == 0; }
+
+/* FLOPs of one node: 2 per multiply-add for products, one per output element otherwise. */
+static double node_flops(const kn_node *n) {
+    const kn_tensor *out = n->out[0];
+    double out_numel = out ? (double)kn_numel(out) : 0;
+    if (n->op == KN_OP_matmul) {
+        const kn_tensor *a = n->in[0];
+        return 2.0 * out_numel * (double)a->shape[a->ndim - 1];
+    }
+    double in_numel = n->n_in ? (double)kn_numel(n->in[0]) : 0;
+    return in_numel > out_numel ? in_numel : out_numel;
+}
+
+static void meta_launch(kn_node *n) {
+    double flops = node_flops(n);
+    pthread_mutex_lock(&lock);
+    trace.ops++;
+    trace.flops += flops;
+    op_counts[n->op]++;
+    pthread_mutex_unlock(&lock);
+    kn_node_free(n);
+}
+
+static kn_status meta_sync(void) { return KN_OK; }
+static kn_status meta_no_values(kn_storage *s, size_t off, const void *src, size_t bytes) { return KN_OK; }
+
+static kn_status meta_to_host(void *dst, kn_storage *src, size_t off, size_t bytes) {
+    return kn_error(KN_ERR_DEVICE, "meta tensors hold no values to read");
+}
+
+static kn_status meta_kernel(kn_node *n) { return KN_OK; }
+
+static kn_status meta_init(kn_backend *b) {
+    for (int op = 0; op < KN_OP_COUNT; op++)
+        if (!(kn_op_table[op].flags & KN_OPF_SYNC)) b->kernels[op] = (kn_kernel_entry){meta_kernel, KN_DTS_ALL};
+    return KN_OK;
+}
+
+void kn_meta_trace_get(kn_meta_trace *out) {
+    if (!out) return;
+    pthread_mutex_lock(&lock);
+    *out = trace;
+    pthread_mutex_unlock(&lock);
+}
+
+int64_t kn_meta_trace_op_count(const char *name) {
+    int op = name ? kn_op_lookup(name) : -1;
+    if (op < 0) return 0;
+    pthread_mutex_lock(&lock);
+    int64_t c = op_counts[op];
+    pthread_mutex_unlock(&lock);
+    return c;
+}
+
+void kn_meta_trace_reset(void) {
+    pthread_mutex_lock(&lock);
+    memset(&trace, 0, sizeof trace);
+    memset(op_counts, 0, sizeof op_counts);
+    trace.peak_bytes = stats.allocated_bytes;
+    pthread_mutex_unlock(&lock);
+}
+
+kn_backend kn_meta_backend = {
+    .name = "meta",
+    .type = KN_DEVICE_META,
+    .holds_values = false,
+    .init = meta_init,
+    .available = meta_available,
+    .alloc = meta_alloc,
+    .free = meta_free,
+    .memory_stats = meta_stats,
+    .memory_reset_peak = meta_reset_peak,
+    .empty_cache = meta_empty_cache,
+    .copy_from_host = meta_no_values,
+    .copy_to_host = meta_to_host,
+    .launch = meta_launch,
+    .sync = meta_sync,
+};

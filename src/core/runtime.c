@@ -1,0 +1,172 @@
+/* Runtime start-up from the environment, the execution mode, threads and the generator. */
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "core/error.h"
+#include "core/runtime_impl.h"
+#include "kiln_build_config.h"
+
+static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+static kn_status start_status = KN_OK;
+static char start_message[512];
+
+static _Atomic kn_mode current_mode = KN_MODE_STRICT;
+static atomic_int num_threads = 0;
+
+static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t rng_seed = 0, rng_offset = 0;
+
+const char *kn_version(void) { return KILN_VERSION_STRING; }
+
+static const char *const mode_names[KN_MODE_COUNT] = {"strict", "debug", "fused", "compiled"};
+
+const char *kn_mode_name(kn_mode mode) { return (unsigned)mode < KN_MODE_COUNT ? mode_names[mode] : "?"; }
+
+bool kn_mode_parse(const char *name, kn_mode *out) {
+    for (int m = 0; name && m < KN_MODE_COUNT; m++)
+        if (strcmp(name, mode_names[m]) == 0) {
+            *out = (kn_mode)m;
+            return true;
+        }
+    return false;
+}
+
+static void start_fail(kn_status code, const char *msg) {
+    start_status = code;
+    snprintf(start_message, sizeof start_message, "%s", msg);
+}
+
+static void start(void) {
+    char msg[256];
+    const char *s = getenv("KILN_THREADS");
+    int threads = s ? atoi(s) : 0;
+    if (s && threads <= 0) {
+        snprintf(msg, sizeof msg, "KILN_THREADS=%s: expected a positive number of threads", s);
+        start_fail(KN_ERR_ARG, msg);
+    }
+    atomic_store(&num_threads, threads > 0 ? threads : omp_get_num_procs());
+
+    s = getenv("KILN_SEED");
+    if (s) rng_seed = strtoull(s, NULL, 10);
+
+    s = getenv("KILN_MODE");
+    if (s && *s) {
+        kn_mode m;
+        if (!kn_mode_parse(s, &m)) {
+            snprintf(msg, sizeof msg, "KILN_MODE=%s: expected strict, debug, fused or compiled", s);
+            start_fail(KN_ERR_ARG, msg);
+        } else if (m == KN_MODE_FUSED || m == KN_MODE_COMPILED) {
+            snprintf(msg, sizeof msg, "KILN_MODE=%s: this build has the strict and debug modes only", s);
+            start_fail(KN_ERR_UNSUPPORTED, msg);
+        } else {
+            atomic_store(&current_mode, m);
+        }
+    }
+
+    for (int t = 0; t < KN_DEVICE_TYPE_COUNT; t++) {
+        kn_backend *b = kn_backend_for((kn_device_type)t);
+        if (b && b->init && b->init(b) != KN_OK && start_status == KN_OK)
+            start_fail(kn_last_status(), kn_last_error());
+    }
+
+    s = getenv("KILN_DEVICE");
+    if (s && *s && start_status == KN_OK) {
+        kn_device d;
+        if (!kn_device_parse(s, &d) || !kn_device_available(d)) {
+            snprintf(msg, sizeof msg, "KILN_DEVICE=%s: no such device available (try cpu or meta)", s);
+            start_fail(KN_ERR_DEVICE, msg);
+        } else {
+            kn_set_default_device(d);
+        }
+    }
+}
+
+bool kn_runtime_ready(void) {
+    pthread_once(&start_once, start);
+    if (start_status != KN_OK) {
+        kn_error(start_status, "kiln start-up: %s", start_message);
+        return false;
+    }
+    return true;
+}
+
+kn_status kn_set_mode(kn_mode mode) {
+    if (!kn_runtime_ready()) return kn_last_status();
+    if ((unsigned)mode >= KN_MODE_COUNT) return kn_error(KN_ERR_ARG, "set_mode: invalid mode %d", (int)mode);
+    if (mode == KN_MODE_FUSED || mode == KN_MODE_COMPILED)
+        return kn_error(KN_ERR_UNSUPPORTED, "set_mode: the %s mode is not built yet (strict and debug are)",
+                        kn_mode_name(mode));
+    kn_status st = kn_sync();
+    atomic_store(&current_mode, mode);
+    return st;
+}
+
+kn_mode kn_get_mode(void) {
+    kn_runtime_ready();
+    return atomic_load(&current_mode);
+}
+
+kn_status kn_sync(void) {
+    if (!kn_runtime_ready()) return kn_last_status();
+    kn_status first = KN_OK;
+    for (int t = 0; t < KN_DEVICE_TYPE_COUNT; t++) {
+        kn_backend *b = kn_backend_for((kn_device_type)t);
+        if (!b || !b->sync) continue;
+        kn_status st = b->sync();
+        if (st != KN_OK && first == KN_OK) first = st;
+    }
+    return first;
+}
+
+void kn_set_num_threads(int n) {
+    kn_runtime_ready();
+    if (n < 1) n = 1;
+    atomic_store(&num_threads, n);
+}
+
+int kn_get_num_threads(void) {
+    kn_runtime_ready();
+    return atomic_load(&num_threads);
+}
+
+/* Below ~32k elements of simple work, one thread beats waking the others. */
+#define KN_PARALLEL_GRAIN 32768
+
+int kn_cpu_num_threads(void) { return atomic_load_explicit(&num_threads, memory_order_relaxed); }
+
+int kn_cpu_threads_for(int64_t work) {
+    int n = atomic_load_explicit(&num_threads, memory_order_relaxed);
+    if (work < 2 * KN_PARALLEL_GRAIN || n <= 1) return 1;
+    int64_t useful = work / KN_PARALLEL_GRAIN;
+    return useful < n ? (int)useful : n;
+}
+
+void kn_manual_seed(uint64_t seed) { kn_rng_set_state(seed, 0); }
+
+void kn_rng_get_state(uint64_t *seed, uint64_t *offset) {
+    kn_runtime_ready();
+    pthread_mutex_lock(&rng_lock);
+    if (seed) *seed = rng_seed;
+    if (offset) *offset = rng_offset;
+    pthread_mutex_unlock(&rng_lock);
+}
+
+void kn_rng_set_state(uint64_t seed, uint64_t offset) {
+    kn_runtime_ready();
+    pthread_mutex_lock(&rng_lock);
+    rng_seed = seed;
+    rng_offset = offset;
+    pthread_mutex_unlock(&rng_lock);
+}
+
+void kn_rng_reserve(uint64_t count, uint64_t *seed, uint64_t *offset) {
+    pthread_mutex_lock(&rng_lock);
+    *seed = rng_seed;
+    *offset = rng_offset;
+    rng_offset += count;
+    pthread_mutex_unlock(&rng_lock);
+}

@@ -1,0 +1,250 @@
+/* Tensor and storage lifetimes, metadata accessors, and host transfers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "core/error.h"
+#include "core/runtime_impl.h"
+#include "core/tensor_impl.h"
+#include "kiln/ops.h"
+
+/* ---- storage ------------------------------------------------------------------------------ */
+
+kn_storage *kn_storage_new(const char *op, kn_device device, size_t bytes) {
+    kn_backend *b = kn_backend_get(device);
+    if (!b) return NULL;
+    kn_storage *s = malloc(sizeof *s);
+    if (!s) return kn_error_null(KN_ERR_OOM, "%s: out of host memory for a storage header", op);
+    atomic_init(&s->refs, 1);
+    s->device = device;
+    s->backend = b;
+    s->bytes = bytes;
+    s->data = NULL;
+    s->block = NULL;
+    if (b->alloc(device.index, bytes, &s->data, &s->block) != KN_OK) {
+        free(s);
+        return kn_error_null(KN_ERR_OOM, "%s: allocating %zu bytes on %s failed", op, bytes,
+                             kn_device_type_name(device.type));
+    }
+    return s;
+}
+
+void kn_storage_retain(kn_storage *s) { atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed); }
+
+void kn_storage_release(kn_storage *s) {
+    if (!s || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1) return;
+    /* Safe without waiting: every use of the block was queued on the device's stream before
+     * this point, and any later user is queued after it. */
+    s->backend->free(s->device.index, s->block);
+    free(s);
+}
+
+/* ---- tensors ------------------------------------------------------------------------------ */
+
+void kn_contiguous_strides(const int64_t *shape, int ndim, int64_t *stride) {
+    int64_t acc = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        stride[d] = acc;
+        acc *= shape[d] > 0 ? shape[d] : 1;
+    }
+}
+
+kn_tensor *kn_tensor_wrap(kn_storage *storage, kn_dtype dtype, const int64_t *shape, int ndim,
+                          const int64_t *stride, int64_t offset) {
+    kn_tensor *t = malloc(sizeof *t);
+    if (!t) {
+        kn_storage_release(storage);
+        return kn_error_null(KN_ERR_OOM, "out of host memory for a tensor header");
+    }
+    atomic_init(&t->refs, 1);
+    t->storage = storage;
+    t->offset = offset;
+    t->ndim = ndim;
+    t->dtype = dtype;
+    t->scope = NULL;
+    t->scope_slot = -1;
+    for (int d = 0; d < ndim; d++) {
+        t->shape[d] = shape[d];
+        t->stride[d] = stride[d];
+    }
+    return t;
+}
+
+static bool shape_bytes(const char *op, kn_dtype dtype, const int64_t *shape, int ndim, size_t *bytes) {
+    if (ndim < 0 || ndim > KN_MAX_DIMS) {
+        kn_error(KN_ERR_SHAPE, "%s: %d dims requested; kiln tensors have at most %d", op, ndim, KN_MAX_DIMS);
+        return false;
+    }
+    uint64_t n = kn_dtype_size(dtype);
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) {
+            kn_error(KN_ERR_SHAPE, "%s: negative size %lld in dim %d", op, (long long)shape[d], d);
+            return false;
+        }
+        if (shape[d] && n > (UINT64_MAX >> 2) / (uint64_t)shape[d]) {
+            kn_error(KN_ERR_OOM, "%s: a %s tensor of this shape would not fit in memory", op,
+                     kn_dtype_name(dtype));
+            return false;
+        }
+        n *= (uint64_t)shape[d];
+    }
+    *bytes = (size_t)n;
+    return true;
+}
+
+kn_tensor *kn_tensor_alloc(const char *op, kn_dtype dtype, const int64_t *shape, int ndim, kn_device device) {
+    size_t bytes;
+    if (!kn_dtype_valid(dtype)) return kn_error_null(KN_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dtype);
+    if (!shape_bytes(op, dtype, shape, ndim, &bytes)) return NULL;
+    kn_storage *s = kn_storage_new(op, device, bytes);
+    if (!s) return NULL;
+    int64_t stride[KN_MAX_DIMS];
+    kn_contiguous_strides(shape, ndim, stride);
+    return kn_tensor_wrap(s, dtype, shape, ndim, stride, 0);
+}
+
+kn_tensor *kn_tensor_view_of(const kn_tensor *t, const int64_t *shape, int ndim, const int64_t *stride,
+                             int64_t offset) {
+    kn_storage_retain(t->storage);
+    return kn_tensor_wrap(t->storage, t->dtype, shape, ndim, stride, offset);
+}
+
+bool kn_tensor_is_contiguous(const kn_tensor *t) {
+    int64_t acc = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] == 1) continue;
+        if (t->shape[d] == 0) return true;
+        if (t->stride[d] != acc) return false;
+        acc *= t->shape[d];
+    }
+    return true;
+}
+
+/* A new handle, so that each handle has one owner (a scope or the caller) and kn_release
+ * always knows which reference it drops. */
+kn_tensor *kn_retain(kn_tensor *t) {
+    return t ? kn_tensor_view_of(t, t->shape, t->ndim, t->stride, t->offset) : NULL;
+}
+
+kn_tensor *kn_tensor_incref(kn_tensor *t) {
+    atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+    return t;
+}
+
+void kn_tensor_decref(kn_tensor *t) {
+    if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
+    kn_storage_release(t->storage);
+    free(t);
+}
+
+/* ---- metadata ------------------------------------------------------------------------------ */
+
+int kn_ndim(const kn_tensor *t) { return t ? t->ndim : -1; }
+
+int64_t kn_size(const kn_tensor *t, int64_t dim) {
+    if (!t) return -1;
+    if (dim < 0) dim += t->ndim;
+    return dim >= 0 && dim < t->ndim ? t->shape[dim] : -1;
+}
+
+int64_t kn_stride(const kn_tensor *t, int64_t dim) {
+    if (!t) return 0;
+    if (dim < 0) dim += t->ndim;
+    return dim >= 0 && dim < t->ndim ? t->stride[dim] : 0;
+}
+
+kn_shape kn_shape_of(const kn_tensor *t) {
+    kn_shape s = {0};
+    if (!t) return s;
+    s.n = t->ndim;
+    memcpy(s.v, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    return s;
+}
+
+kn_shape kn_strides_of(const kn_tensor *t) {
+    kn_shape s = {0};
+    if (!t) return s;
+    s.n = t->ndim;
+    memcpy(s.v, t->stride, sizeof(int64_t) * (size_t)t->ndim);
+    return s;
+}
+
+int64_t kn_shape_numel(kn_shape s) {
+    int64_t n = 1;
+    for (int d = 0; d < s.n; d++) n *= s.v[d];
+    return n;
+}
+
+int64_t kn_offset(const kn_tensor *t) { return t ? t->offset : 0; }
+int64_t kn_numel(const kn_tensor *t) { return t ? kn_shape_numel(kn_shape_of(t)) : 0; }
+kn_dtype kn_dtype_of(const kn_tensor *t) { return t ? t->dtype : KN_DTYPE_COUNT; }
+kn_device kn_device_of(const kn_tensor *t) { return t ? t->storage->device : KN_CPU; }
+bool kn_is_contiguous(const kn_tensor *t) { return t && kn_tensor_is_contiguous(t); }
+bool kn_shares_storage(const kn_tensor *a, const kn_tensor *b) { return a && b && a->storage == b->storage; }
+
+/* ---- host transfers ------------------------------------------------------------------------ */
+
+kn_tensor *kn_from_host(const void *data, kn_dtype dtype, kn_shape shape, kn_device device) {
+    if (!kn_runtime_ready()) return NULL;
+    if (!data && kn_shape_numel(shape) > 0) return kn_error_null(KN_ERR_NULL, "from_host: data is NULL");
+    kn_tensor *t = kn_tensor_alloc("from_host", dtype, shape.v, shape.n, device);
+    if (!t) return NULL;
+    size_t bytes = t->storage->bytes;
+    if (bytes && t->storage->backend->holds_values &&
+        t->storage->backend->copy_from_host(t->storage, 0, data, bytes) != KN_OK) {
+        kn_tensor_decref(t);
+        return NULL;
+    }
+    return kn_scope_adopt(t);
+}
+
+kn_status kn_to_host(kn_tensor *t, void *dst, size_t dst_bytes) {
+    if (!t) {
+        kn_error_null_input("to_host", 0);
+        return kn_last_status();
+    }
+    if (!dst && kn_numel(t) > 0) return kn_error(KN_ERR_NULL, "to_host: destination is NULL");
+    char desc[96];
+    size_t need = (size_t)kn_numel(t) * kn_dtype_size(t->dtype);
+    if (dst_bytes < need)
+        return kn_error(KN_ERR_ARG, "to_host: %s needs %zu bytes, the buffer has %zu",
+                        kn_describe(t, desc, sizeof desc), need, dst_bytes);
+    if (!t->storage->backend->holds_values)
+        return kn_error(KN_ERR_DEVICE, "to_host: %s is on the %s device, which holds shapes but no values",
+                        kn_describe(t, desc, sizeof desc), t->storage->backend->name);
+    if (need == 0) return kn_sync();
+    kn_tensor *c = kn_contiguous(t);
+    if (!c) return kn_last_status();
+    kn_status st = c->storage->backend->copy_to_host(dst, c->storage, (size_t)c->offset * kn_dtype_size(c->dtype), need);
+    kn_release(c);
+    return st;
+}
+
+kn_status kn_item(kn_tensor *t, double *out) {
+    if (!t) {
+        kn_error_null_input("item", 0);
+        return kn_last_status();
+    }
+    if (!out) return kn_error(KN_ERR_NULL, "item: output pointer is NULL");
+    char desc[96];
+    if (kn_numel(t) != 1)
+        return kn_error(KN_ERR_SHAPE, "item: %s has %lld elements, not one", kn_describe(t, desc, sizeof desc),
+                        (long long)kn_numel(t));
+    kn_tensor *d = kn_cast(t, KN_F64);
+    if (!d) return kn_last_status();
+    kn_status st = kn_to_host(d, out, sizeof *out);
+    kn_release(d);
+    return st;
+}
+
+char *kn_describe(const kn_tensor *t, char *buf, size_t n) {
+    if (!t) {
+        snprintf(buf, n, "NULL");
+        return buf;
+    }
+    size_t len = (size_t)snprintf(buf, n, "%s[", kn_dtype_name(t->dtype));
+    for (int d = 0; d < t->ndim && len < n; d++)
+        len += (size_t)snprintf(buf + len, n - len, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+    if (len < n) snprintf(buf + len, n - len, "]");
+    return buf;
+}

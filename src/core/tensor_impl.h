@@ -1,0 +1,64 @@
+/* The tensor and storage structs, shared by the core, the ops and the backends. */
+#ifndef KILN_CORE_TENSOR_IMPL_H
+#define KILN_CORE_TENSOR_IMPL_H
+
+#include <stdatomic.h>
+
+#include "kiln/tensor.h"
+
+struct kn_backend;
+struct kn_scope;
+
+/* A block of device memory. It belongs to one device; code above the backends never reads
+ * `data` itself (DESIGN.md) — the kernels do, on the device's stream. */
+typedef struct kn_storage {
+    atomic_int refs;
+    kn_device device;
+    struct kn_backend *backend;
+    void *data;     /* NULL for zero bytes and on the meta device */
+    size_t bytes;
+    void *block;    /* the allocator's handle */
+} kn_storage;
+
+struct kn_tensor {
+    atomic_int refs;
+    kn_storage *storage;
+    int64_t offset; /* in elements */
+    int ndim;
+    int64_t shape[KN_MAX_DIMS];
+    int64_t stride[KN_MAX_DIMS];
+    kn_dtype dtype;
+    /* Scope bookkeeping: the scope that owns one reference, and where in it. */
+    struct kn_scope *scope;
+    int64_t scope_slot;
+};
+
+/* A new tensor header over `storage` (whose reference it takes over). */
+kn_tensor *kn_tensor_wrap(kn_storage *storage, kn_dtype dtype, const int64_t *shape, int ndim,
+                          const int64_t *stride, int64_t offset);
+/* A new contiguous tensor with fresh storage on `device`; NULL (and an error naming op) on failure. */
+kn_tensor *kn_tensor_alloc(const char *op, kn_dtype dtype, const int64_t *shape, int ndim,
+                           kn_device device);
+/* A view of t: same storage, new shape/strides/offset. */
+kn_tensor *kn_tensor_view_of(const kn_tensor *t, const int64_t *shape, int ndim,
+                             const int64_t *stride, int64_t offset);
+void kn_contiguous_strides(const int64_t *shape, int ndim, int64_t *stride);
+bool kn_tensor_is_contiguous(const kn_tensor *t);
+/* Element pointer of the first element (offset applied). Backends only. */
+static inline void *kn_tensor_data(const kn_tensor *t) {
+    return t->storage->data ? (char *)t->storage->data + t->offset * (int64_t)kn_dtype_size(t->dtype)
+                            : NULL;
+}
+
+kn_storage *kn_storage_new(const char *op, kn_device device, size_t bytes);
+void kn_storage_retain(kn_storage *s);
+void kn_storage_release(kn_storage *s);
+
+/* Registers a new reference with the current scope, if any. Returns t. */
+kn_tensor *kn_scope_adopt(kn_tensor *t);
+/* Internal references (nodes, kernels): the same handle, never owned by a scope. */
+kn_tensor *kn_tensor_incref(kn_tensor *t);
+/* Drops one reference without touching scopes (for internal holders such as nodes). */
+void kn_tensor_decref(kn_tensor *t);
+
+#endif

@@ -1,0 +1,66 @@
+/* Debug mode's per-op check. The check itself is made of ops (isfinite, sum), so it works on
+ * every backend that holds values; a thread-local flag keeps it from checking itself. */
+#include "exec/debug_check.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "exec/dispatch.h"
+#include "kiln/ops.h"
+
+static _Thread_local bool checking;
+
+/* Number of NaN/Inf values in a float tensor, or -1 if that could not be found out. */
+static int64_t count_nonfinite(kn_tensor *t) {
+    if (!kn_dtype_is_float(t->dtype) || kn_numel(t) == 0) return 0;
+    kn_tensor *finite = kn_isfinite(t);
+    kn_tensor *count = kn_sum(finite, KN_ALL_DIMS, false);
+    double v = 0;
+    kn_status st = kn_item(count, &v);
+    kn_release(count);
+    kn_release(finite);
+    return st == KN_OK ? kn_numel(t) - (int64_t)v : -1;
+}
+
+static bool inputs_finite(kn_node *n) {
+    for (int i = 0; i < 4; i++)
+        if (!isfinite(n->attrs.f[i])) return false;
+    for (int i = 0; i < n->n_in; i++)
+        if (count_nonfinite(n->in[i]) != 0) return false;
+    return true;
+}
+
+kn_status kn_debug_run(kn_backend *b, kn_node *n) {
+    bool check = !checking && b->holds_values && !(kn_op_table[n->op].flags & KN_OPF_NOCHECK);
+    bool finite_in = false;
+    if (check) {
+        checking = true;
+        finite_in = inputs_finite(n);
+        checking = false;
+    }
+    /* Keep the node's outputs alive past the launch, which frees the node. */
+    kn_op_id op = n->op;
+    char inputs[320];
+    kn_op_describe_inputs(n, inputs, sizeof inputs);
+    int n_out = n->n_out;
+    kn_tensor *outs[KN_NODE_MAX_OUT];
+    for (int i = 0; i < n_out; i++) outs[i] = kn_tensor_incref(n->out[i]);
+
+    b->launch(n);
+    kn_status st = b->sync();
+    if (st == KN_OK && check && finite_in) {
+        checking = true;
+        for (int i = 0; i < n_out && st == KN_OK; i++) {
+            int64_t bad = count_nonfinite(outs[i]);
+            if (bad > 0) {
+                char d[96];
+                st = kn_error(KN_ERR_NUMERIC, "debug mode: %s(%s) produced %lld NaN/Inf value%s in output %d (%s) from finite inputs",
+                              kn_op_name(op), inputs, (long long)bad, bad == 1 ? "" : "s", i,
+                              kn_describe(outs[i], d, sizeof d));
+            }
+        }
+        checking = false;
+    }
+    for (int i = 0; i < n_out; i++) kn_tensor_decref(outs[i]);
+    return st;
+}

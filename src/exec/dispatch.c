@@ -1,0 +1,212 @@
+/* The dispatcher: one pipeline for every mode. An op records a node; the mode decides when
+ * it runs (strict: queued on the device's stream; debug: at once, checked). The fused and
+ * compiled modes will take nodes here instead of launching them. */
+#include "exec/dispatch.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/runtime_impl.h"
+#include "exec/debug_check.h"
+
+static void dtype_list(uint32_t mask, char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < KN_DTYPE_COUNT && len < size; d++)
+        if (mask & KN_DT(d)) len += (size_t)snprintf(buf + len, size - len, len ? ", %s" : "%s", kn_dtype_name(d));
+}
+
+void kn_op_describe_inputs(const kn_node *n, char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n->n_in && len + 1 < size; i++) {
+        char d[96];
+        len += (size_t)snprintf(buf + len, size - len, i ? ", %s" : "%s", kn_describe(n->in[i], d, sizeof d));
+    }
+}
+
+void kn_node_free(kn_node *n) {
+    if (!n) return;
+    for (int i = 0; i < n->n_in; i++) kn_tensor_decref(n->in[i]);
+    for (int i = 0; i < n->n_out; i++) kn_tensor_decref(n->out[i]);
+    if (n->in != n->in_inline) free(n->in);
+    free(n);
+}
+
+void *kn_op_fail(kn_opctx *c, kn_status code, const char *fmt, ...) {
+    char msg[640], inputs[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    kn_op_describe_inputs(c->node, inputs, sizeof inputs);
+    kn_error(code, "%s(%s): %s", kn_op_name(c->node->op), inputs, msg);
+    kn_node_free(c->node);
+    c->node = NULL;
+    return NULL;
+}
+
+bool kn_op_begin_on(kn_opctx *c, kn_op_id op, int n_in, kn_tensor *const *in, kn_device device) {
+    c->node = NULL;
+    if (!kn_runtime_ready()) return false;
+    for (int i = 0; i < n_in; i++)
+        if (!in[i]) {
+            kn_error_null_input(kn_op_name(op), i);
+            return false;
+        }
+    kn_node *n = calloc(1, sizeof *n);
+    if (!n) {
+        kn_error(KN_ERR_OOM, "%s: out of host memory recording the op", kn_op_name(op));
+        return false;
+    }
+    n->op = op;
+    n->in = n_in <= KN_NODE_MAX_IN ? n->in_inline : calloc((size_t)n_in, sizeof *n->in);
+    if (!n->in) {
+        free(n);
+        kn_error(KN_ERR_OOM, "%s: out of host memory recording %d inputs", kn_op_name(op), n_in);
+        return false;
+    }
+    n->n_in = n_in;
+    for (int i = 0; i < n_in; i++) n->in[i] = kn_tensor_incref(in[i]);
+    c->node = n;
+
+    c->device = n_in ? in[0]->storage->device : device;
+    for (int i = 1; i < n_in; i++) {
+        kn_device d = in[i]->storage->device;
+        if (d.type != c->device.type || d.index != c->device.index)
+            return kn_op_fail(c, KN_ERR_DEVICE, "input %d is on %s:%d but input 0 is on %s:%d", i,
+                              kn_device_type_name(d.type), d.index, kn_device_type_name(c->device.type),
+                              c->device.index) != NULL;
+    }
+    uint32_t accepted = kn_op_table[op].dtypes;
+    for (int i = 0; i < n_in; i++)
+        if (!(accepted & KN_DT(in[i]->dtype))) {
+            char list[128];
+            dtype_list(accepted, list, sizeof list);
+            return kn_op_fail(c, KN_ERR_DTYPE, "input %d has dtype %s; %s takes %s", i,
+                              kn_dtype_name(in[i]->dtype), kn_op_name(op), list) != NULL;
+        }
+    c->backend = kn_backend_get(c->device);
+    if (!c->backend) {
+        kn_node_free(n);
+        c->node = NULL;
+        return false;
+    }
+    return true;
+}
+
+bool kn_op_begin(kn_opctx *c, kn_op_id op, int n_in, kn_tensor *const *in) {
+    return kn_op_begin_on(c, op, n_in, in, kn_default_device());
+}
+
+void kn_op_set_input(kn_opctx *c, int i, kn_tensor *t) {
+    kn_tensor_decref(c->node->in[i]);
+    c->node->in[i] = kn_tensor_incref(t);
+}
+
+bool kn_op_dim(kn_opctx *c, int64_t dim, int ndim, int64_t *out) {
+    int64_t lo = ndim ? -ndim : -1, hi = ndim ? ndim - 1 : 0;
+    if (dim < lo || dim > hi) {
+        kn_op_fail(c, KN_ERR_INDEX, "dim %lld is out of range [%lld, %lld] for a %d-d tensor", (long long)dim,
+                   (long long)lo, (long long)hi, ndim);
+        return false;
+    }
+    *out = dim < 0 ? dim + (ndim ? ndim : 1) : dim;
+    return true;
+}
+
+kn_tensor *kn_op_output(kn_opctx *c, kn_dtype dtype, const int64_t *shape, int ndim) {
+    kn_node *n = c->node;
+    if (n->n_out == KN_NODE_MAX_OUT) return kn_op_fail(c, KN_ERR_INTERNAL, "too many outputs");
+    kn_tensor *t = kn_tensor_alloc(kn_op_name(n->op), dtype, shape, ndim, c->device);
+    if (!t) {
+        /* keep the allocator's message but name the inputs too */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", kn_last_error());
+        return kn_op_fail(c, kn_last_status(), "output: %s", msg);
+    }
+    n->out[n->n_out++] = t;
+    return t;
+}
+
+kn_dtype kn_node_key_dtype(const kn_node *n) {
+    if (n->n_in) return n->in[0]->dtype;
+    return n->n_out ? n->out[0]->dtype : KN_F32;
+}
+
+kn_status kn_node_execute(kn_backend *b, kn_node *n) {
+    return b->kernels[n->op].fn(n);
+}
+
+/* Hands the node to the mode; the node is consumed. */
+static kn_status submit(kn_opctx *c) {
+    kn_node *n = c->node;
+    c->node = NULL;
+    kn_backend *b = c->backend;
+    kn_kernel_entry k = b->kernels[n->op];
+    kn_dtype key = kn_node_key_dtype(n);
+    if (!k.fn || !(k.dtypes & KN_DT(key))) {
+        char inputs[320];
+        kn_op_describe_inputs(n, inputs, sizeof inputs);
+        kn_error(KN_ERR_UNSUPPORTED, "%s(%s): the %s backend has no %s kernel for %s", kn_op_name(n->op), inputs,
+                 b->name, kn_op_name(n->op), kn_dtype_name(key));
+        kn_node_free(n);
+        return KN_ERR_UNSUPPORTED;
+    }
+    kn_mode mode = kn_get_mode();
+    if (mode == KN_MODE_DEBUG) return kn_debug_run(b, n);
+    b->launch(n);
+    return KN_OK;
+}
+
+/* Ops whose output shape depends on values: wait for their inputs, run the kernel here (it
+ * allocates the outputs), and hand the outputs over. */
+static kn_status run_synchronously(kn_opctx *c, kn_tensor **outs) {
+    kn_node *n = c->node;
+    c->node = NULL;
+    kn_backend *b = c->backend;
+    kn_kernel_entry k = b->kernels[n->op];
+    kn_dtype key = kn_node_key_dtype(n);
+    char inputs[320];
+    kn_op_describe_inputs(n, inputs, sizeof inputs);
+    kn_status st;
+    if (!k.fn || !(k.dtypes & KN_DT(key)))
+        st = kn_error(KN_ERR_UNSUPPORTED, "%s(%s): the %s backend has no %s kernel for %s%s", kn_op_name(n->op),
+                      inputs, b->name, kn_op_name(n->op), kn_dtype_name(key),
+                      b->holds_values ? "" : " (its output shape depends on values, which meta tensors lack)");
+    else if ((st = b->sync()) == KN_OK)
+        st = kn_node_execute(b, n);
+    if (st == KN_OK)
+        for (int i = 0; i < n->n_out; i++) outs[i] = kn_scope_adopt(kn_tensor_incref(n->out[i]));
+    kn_node_free(n);
+    return st;
+}
+
+kn_status kn_op_run_multi(kn_opctx *c, kn_tensor **outs) {
+    if (!c->node) return kn_last_status();
+    kn_node *n = c->node;
+    if (kn_op_table[n->op].flags & KN_OPF_SYNC) return run_synchronously(c, outs);
+    int n_out = n->n_out;
+    /* The caller's references: one per output, beside the node's own. */
+    for (int i = 0; i < n_out; i++) outs[i] = kn_tensor_incref(n->out[i]);
+    kn_status st = submit(c);
+    if (st != KN_OK) {
+        for (int i = 0; i < n_out; i++) {
+            kn_tensor_decref(outs[i]);
+            outs[i] = NULL;
+        }
+        return st;
+    }
+    for (int i = 0; i < n_out; i++) kn_scope_adopt(outs[i]);
+    return KN_OK;
+}
+
+kn_tensor *kn_op_run(kn_opctx *c) {
+    if (!c->node) return NULL;
+    kn_tensor *outs[KN_NODE_MAX_OUT] = {0};
+    if (kn_op_run_multi(c, outs) != KN_OK) return NULL;
+    for (int i = 1; i < KN_NODE_MAX_OUT; i++) kn_release(outs[i]);
+    return outs[0];
+}

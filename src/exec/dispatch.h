@@ -1,0 +1,53 @@
+/* How an op's API function records a node and hands it to the current mode. Every op in
+ * src/ops follows the same four steps:
+ *
+ *     kn_opctx c;
+ *     if (!kn_op_begin(&c, KN_OP_softmax, 1, &x)) return NULL;   // NULLs, devices, dtypes
+ *     if (dim out of range) return kn_op_fail(&c, KN_ERR_INDEX, "dim %lld ...", dim);
+ *     c.node->attrs.i[0] = dim;
+ *     if (!kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
+ *     return kn_op_run(&c);                                       // adopted into the scope
+ *
+ * Errors name the op and its inputs' dtypes and shapes ("softmax(f32[2, 3]): ..."). */
+#ifndef KILN_EXEC_DISPATCH_H
+#define KILN_EXEC_DISPATCH_H
+
+#include "backends/backend.h"
+#include "core/error.h"
+
+typedef struct kn_opctx {
+    kn_node *node;
+    kn_device device;
+    kn_backend *backend;
+} kn_opctx;
+
+/* Starts recording op with n_in inputs (any may be a view). Fails if an input is NULL (the
+ * first error is kept), inputs are on different devices, or a dtype is not in the op's
+ * table entry. Creation ops pass n_in = 0 and get the default device (see kn_op_begin_on). */
+bool kn_op_begin(kn_opctx *c, kn_op_id op, int n_in, kn_tensor *const *in);
+bool kn_op_begin_on(kn_opctx *c, kn_op_id op, int n_in, kn_tensor *const *in, kn_device device);
+/* Replaces input i (the node takes its own reference to t; t stays the caller's). */
+void kn_op_set_input(kn_opctx *c, int i, kn_tensor *t);
+/* Records an error naming the op and its inputs, frees the node, returns NULL. */
+void *kn_op_fail(kn_opctx *c, kn_status code, const char *fmt, ...) KN_PRINTF(3, 4);
+/* Adds a fresh output; NULL on allocation failure (the node is freed then). */
+kn_tensor *kn_op_output(kn_opctx *c, kn_dtype dtype, const int64_t *shape, int ndim);
+/* Submits the node to the current mode and returns output 0, adopted into the current
+ * scope. For several outputs, kn_op_run_multi fills outs[0..n_out-1]. NULL/error on failure
+ * (debug mode reports kernel errors and NaN/Inf here; strict mode at the next sync). */
+kn_tensor *kn_op_run(kn_opctx *c);
+kn_status kn_op_run_multi(kn_opctx *c, kn_tensor **outs);
+
+/* Helpers for argument checks, each failing through kn_op_fail. */
+bool kn_op_dim(kn_opctx *c, int64_t dim, int ndim, int64_t *out);   /* wraps negative dims */
+/* Error text for the node's inputs: "f32[2, 3], i64[4]". */
+void kn_op_describe_inputs(const kn_node *n, char *buf, size_t size);
+
+/* The dtype that selects a node's kernel: its first input's, else its first output's. */
+kn_dtype kn_node_key_dtype(const kn_node *n);
+/* Frees a node and drops its references (backends call this after running it). */
+void kn_node_free(kn_node *n);
+/* Runs a node's kernel on the calling thread: the backends' streams call this. */
+kn_status kn_node_execute(kn_backend *b, kn_node *n);
+
+#endif

@@ -1,0 +1,217 @@
+/* Elementwise ops: type promotion, broadcasting and the scalar forms. The math itself is in
+ * the op table's expressions (defs/unary.def, defs/binary.def). */
+#include <math.h>
+
+#include "exec/dispatch.h"
+#include "kiln/ops.h"
+#include "ops/ops_internal.h"
+
+static int category(kn_dtype d) { return d == KN_BOOL ? 0 : kn_dtype_is_int(d) ? 1 : 2; }
+
+/* PyTorch's result_type: dimensioned operands decide unless a 0-d operand is of a higher
+ * category (bool < int < float). */
+static kn_dtype result_dtype(kn_tensor *const *in, int n) {
+    bool have_dim = false, have_zero = false;
+    kn_dtype dim_t = KN_BOOL, zero_t = KN_BOOL;
+    for (int i = 0; i < n; i++) {
+        if (in[i]->ndim > 0) {
+            dim_t = have_dim ? kn_promote_types(dim_t, in[i]->dtype) : in[i]->dtype;
+            have_dim = true;
+        } else {
+            zero_t = have_zero ? kn_promote_types(zero_t, in[i]->dtype) : in[i]->dtype;
+            have_zero = true;
+        }
+    }
+    if (!have_dim) return zero_t;
+    if (have_zero && category(zero_t) > category(dim_t)) return zero_t;
+    return dim_t;
+}
+
+/* Casts and broadcasts the node's inputs to `compute` and `shape`. */
+static bool prepare_inputs(kn_opctx *c, kn_dtype compute, const kn_shape *shape) {
+    kn_node *n = c->node;
+    for (int i = 0; i < n->n_in; i++) {
+        kn_tensor *t = n->in[i];
+        kn_tensor *cast = t->dtype == compute ? kn_retain(t) : kn_cast(t, compute);
+        kn_tensor *wide = cast ? kn_expand(cast, *shape) : NULL;
+        kn_release(cast);
+        if (!wide) {
+            kn_node_free(n);
+            c->node = NULL;
+            return false;
+        }
+        kn_op_set_input(c, i, wide);
+        kn_release(wide);
+    }
+    return true;
+}
+
+/* The common path of every elementwise op with n_in inputs and attributes a, b. */
+static kn_tensor *elementwise(kn_op_id op, int n_in, kn_tensor *const *in, bool bool_out, double a, double b) {
+    kn_opctx c;
+    if (!kn_op_begin(&c, op, n_in, in)) return NULL;
+    kn_shape shape = kn_shape_of(in[0]);
+    for (int i = 1; i < n_in; i++) {
+        kn_shape next;
+        if (!kn_broadcast_shapes(kn_op_name(op), shape, kn_shape_of(in[i]), &next)) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", kn_last_error());
+            return kn_op_fail(&c, KN_ERR_SHAPE, "shapes do not broadcast (%s)", msg);
+        }
+        shape = next;
+    }
+    kn_dtype compute = result_dtype(in, n_in);
+    if ((kn_op_table[op].flags & KN_OPF_INT_TO_FLOAT) && !kn_dtype_is_float(compute)) compute = KN_F32;
+    if (compute == KN_BOOL && !(kn_op_table[op].dtypes & KN_DT(KN_BOOL)))
+        return kn_op_fail(&c, KN_ERR_DTYPE, "%s does not take bool operands; cast them first", kn_op_name(op));
+    c.node->attrs.f[0] = a;
+    c.node->attrs.f[1] = b;
+    if (!prepare_inputs(&c, compute, &shape)) return NULL;
+    if (!kn_op_output(&c, bool_out ? KN_BOOL : compute, shape.v, shape.n)) return NULL;
+    return kn_op_run(&c);
+}
+
+#define OUT_IS_BOOL_SAME false
+#define OUT_IS_BOOL_BOOL true
+
+#define KN_OP(name, kind, dtypes, flags, expr)
+#define KN_UNARY(name, cls, out, expr)
+#define KN_BINARY(name, cls, out, expr)                                        \
+    kn_tensor *kn_##name(kn_tensor *a, kn_tensor *b) {                          \
+        return elementwise(KN_OP_##name, 2, (kn_tensor *[]){a, b}, OUT_IS_BOOL_##out, 0, 0); \
+    }
+#define KN_TERNARY(name, cls, out, expr)
+#include "ops/defs/binary.def"
+#undef KN_BINARY
+#undef KN_UNARY
+#undef KN_TERNARY
+#undef KN_OP
+
+/* Unary ops without attributes get their API function from the table; those with
+ * attributes are written out below. */
+#define UNARY_PLAIN(name, out) \
+    kn_tensor *kn_##name(kn_tensor *x) { return elementwise(KN_OP_##name, 1, &x, OUT_IS_BOOL_##out, 0, 0); }
+UNARY_PLAIN(neg, SAME)
+UNARY_PLAIN(abs, SAME)
+UNARY_PLAIN(sign, SAME)
+UNARY_PLAIN(relu, SAME)
+UNARY_PLAIN(exp, SAME)
+UNARY_PLAIN(expm1, SAME)
+UNARY_PLAIN(log, SAME)
+UNARY_PLAIN(log1p, SAME)
+UNARY_PLAIN(log2, SAME)
+UNARY_PLAIN(sqrt, SAME)
+UNARY_PLAIN(rsqrt, SAME)
+UNARY_PLAIN(reciprocal, SAME)
+UNARY_PLAIN(sin, SAME)
+UNARY_PLAIN(cos, SAME)
+UNARY_PLAIN(tanh, SAME)
+UNARY_PLAIN(sigmoid, SAME)
+UNARY_PLAIN(gelu, SAME)
+UNARY_PLAIN(gelu_tanh, SAME)
+UNARY_PLAIN(silu, SAME)
+UNARY_PLAIN(erf, SAME)
+UNARY_PLAIN(floor, SAME)
+UNARY_PLAIN(ceil, SAME)
+UNARY_PLAIN(round, SAME)
+UNARY_PLAIN(trunc, SAME)
+UNARY_PLAIN(bitwise_not, SAME)
+UNARY_PLAIN(logical_not, BOOL)
+UNARY_PLAIN(isnan, BOOL)
+UNARY_PLAIN(isinf, BOOL)
+UNARY_PLAIN(isfinite, BOOL)
+
+kn_tensor *kn_leaky_relu(kn_tensor *x, double slope) { return elementwise(KN_OP_leaky_relu, 1, &x, false, slope, 0); }
+
+kn_tensor *kn_softplus(kn_tensor *x, double beta, double threshold) {
+    if (!(beta != 0) || isnan(threshold))
+        return kn_error_null(KN_ERR_ARG, "softplus: beta %g must be nonzero and threshold %g a number", beta, threshold);
+    return elementwise(KN_OP_softplus, 1, &x, false, beta, threshold);
+}
+
+kn_tensor *kn_clamp(kn_tensor *x, double min, double max) {
+    if (min > max) return kn_error_null(KN_ERR_ARG, "clamp: min %g is above max %g", min, max);
+    return elementwise(KN_OP_clamp, 1, &x, false, isnan(min) ? -INFINITY : min, isnan(max) ? INFINITY : max);
+}
+
+/* ---- ternary ---------------------------------------------------------------------------- */
+
+kn_tensor *kn_where(kn_tensor *cond, kn_tensor *a, kn_tensor *b) {
+    if (!cond || !a || !b) {
+        kn_error_null_input("where", !cond ? 0 : !a ? 1 : 2);
+        return NULL;
+    }
+    /* cond takes part in broadcasting but not in promotion: it is cast to the values' dtype. */
+    kn_dtype values = result_dtype((kn_tensor *[]){a, b}, 2);
+    kn_tensor *c = cond->dtype == values ? kn_retain(cond) : kn_cast(cond, values);
+    if (!c) return NULL;
+    kn_tensor *out = elementwise(KN_OP_where, 3, (kn_tensor *[]){c, a, b}, false, 0, 0);
+    kn_release(c);
+    return out;
+}
+
+kn_tensor *kn_lerp(kn_tensor *start, kn_tensor *end, kn_tensor *weight) {
+    return elementwise(KN_OP_lerp, 3, (kn_tensor *[]){start, end, weight}, false, 0, 0);
+}
+
+kn_tensor *kn_addcmul(kn_tensor *self, kn_tensor *t1, kn_tensor *t2, double value) {
+    return elementwise(KN_OP_addcmul, 3, (kn_tensor *[]){self, t1, t2}, false, value, 0);
+}
+
+kn_tensor *kn_addcdiv(kn_tensor *self, kn_tensor *t1, kn_tensor *t2, double value) {
+    return elementwise(KN_OP_addcdiv, 3, (kn_tensor *[]){self, t1, t2}, false, value, 0);
+}
+
+/* ---- scalar operands -------------------------------------------------------------------------- */
+
+/* A 0-d tensor for a C number next to tensor a: a's dtype when that holds the number's kind,
+ * else f32 (a float number with an integer tensor) or i64 (a number with a bool tensor). */
+static kn_tensor *scalar_for(kn_tensor *a, double v) {
+    kn_dtype d = a->dtype;
+    bool integral = v == floor(v) && fabs(v) < 9.2e18;
+    if (kn_dtype_is_float(d)) {
+    } else if (!integral) {
+        d = KN_F32;
+    } else if (d == KN_BOOL) {
+        d = KN_I64;
+    }
+    return kn_full_on(KN_SHAPE0, v, d, kn_device_of(a));
+}
+
+static kn_tensor *with_scalar(kn_tensor *(*op)(kn_tensor *, kn_tensor *), const char *name, kn_tensor *a, double v) {
+    if (!a) {
+        kn_error_null_input(name, 0);
+        return NULL;
+    }
+    kn_tensor *s = scalar_for(a, v);
+    kn_tensor *out = s ? op(a, s) : NULL;
+    kn_release(s);
+    return out;
+}
+
+kn_tensor *kn_add_scalar(kn_tensor *a, double b) { return with_scalar(kn_add, "add", a, b); }
+kn_tensor *kn_sub_scalar(kn_tensor *a, double b) { return with_scalar(kn_sub, "sub", a, b); }
+kn_tensor *kn_mul_scalar(kn_tensor *a, double b) { return with_scalar(kn_mul, "mul", a, b); }
+kn_tensor *kn_div_scalar(kn_tensor *a, double b) { return with_scalar(kn_div, "div", a, b); }
+kn_tensor *kn_pow_scalar(kn_tensor *a, double b) { return with_scalar(kn_pow, "pow", a, b); }
+
+kn_tensor *kn_lerp_scalar(kn_tensor *start, kn_tensor *end, double weight) {
+    if (!start) {
+        kn_error_null_input("lerp", 0);
+        return NULL;
+    }
+    kn_tensor *w = scalar_for(start, weight);
+    kn_tensor *out = w ? kn_lerp(start, end, w) : NULL;
+    kn_release(w);
+    return out;
+}
+
+/* ---- casts ------------------------------------------------------------------------------------ */
+
+kn_tensor *kn_cast(kn_tensor *x, kn_dtype dtype) {
+    kn_opctx c;
+    if (!kn_op_begin(&c, KN_OP_copy, 1, &x)) return NULL;
+    if (!kn_dtype_valid(dtype)) return kn_op_fail(&c, KN_ERR_DTYPE, "invalid target dtype %d", (int)dtype);
+    if (!kn_op_output(&c, dtype, x->shape, x->ndim)) return NULL;
+    return kn_op_run(&c);
+}

@@ -1,0 +1,15 @@
+/* Helpers the op families share that are not public API. */
+#ifndef KILN_OPS_OPS_INTERNAL_H
+#define KILN_OPS_OPS_INTERNAL_H
+
+#include "kiln/tensor.h"
+
+/* Creation on an explicit device (the public forms use the default device). */
+kn_tensor *kn_full_on(kn_shape shape, double value, kn_dtype dtype, kn_device device);
+kn_tensor *kn_empty_on(kn_shape shape, kn_dtype dtype, kn_device device);
+
+/* Normalizes a list of dims against ndim: wraps negatives, sorts, rejects repeats and
+ * out-of-range dims (error naming op). KN_ALL_DIMS becomes every dim. */
+bool kn_normalize_dims(const char *op, kn_shape dims, int ndim, kn_shape *out);
+
+#endif

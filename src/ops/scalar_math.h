@@ -1,0 +1,132 @@
+/* Scalar math for the elementwise expressions of the op table. The eager CPU kernels and the
+ * code generators use these same definitions, so every mode computes the same function.
+ * Generic over the compute types: float, double, int32_t, int64_t, uint8_t (bool). */
+#ifndef KILN_OPS_SCALAR_MATH_H
+#define KILN_OPS_SCALAR_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "ops/vector_math.h"
+
+/* A constant in the expression's compute type (each kernel typedefs kn_ct). */
+#define KC(v) ((kn_ct)(v))
+/* Kernels declare kn_ct even where an expression uses no constant. */
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wunused-local-typedefs"
+#endif
+
+#define KN_FLOAT_GENERIC(x, ff, df) _Generic((x), float: ff, double: df)(x)
+
+#define kn_exp(x) KN_FLOAT_GENERIC(x, kn_expf, exp)
+#define kn_expm1(x) KN_FLOAT_GENERIC(x, kn_expm1f, expm1)
+#define kn_log(x) KN_FLOAT_GENERIC(x, kn_logf, log)
+#define kn_log1p(x) KN_FLOAT_GENERIC(x, kn_log1pf, log1p)
+#define kn_log2(x) KN_FLOAT_GENERIC(x, kn_log2f, log2)
+#define kn_sqrt(x) KN_FLOAT_GENERIC(x, sqrtf, sqrt)
+#define kn_sin(x) KN_FLOAT_GENERIC(x, kn_sinf, sin)
+#define kn_cos(x) KN_FLOAT_GENERIC(x, kn_cosf, cos)
+#define kn_tanh(x) KN_FLOAT_GENERIC(x, kn_tanhf, tanh)
+#define kn_erf(x) KN_FLOAT_GENERIC(x, kn_erff, erf)
+#define kn_floor(x) KN_FLOAT_GENERIC(x, floorf, floor)
+#define kn_ceil(x) KN_FLOAT_GENERIC(x, ceilf, ceil)
+#define kn_rint(x) KN_FLOAT_GENERIC(x, rintf, rint) /* halves to even in the default rounding mode */
+#define kn_trunc(x) KN_FLOAT_GENERIC(x, truncf, trunc)
+#define kn_sigmoid(x) KN_FLOAT_GENERIC(x, kn_sigmoidf, kn_sigmoid_f64)
+
+static inline double kn_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+static inline int32_t kn_abs_i32(int32_t x) { return x < 0 ? (int32_t)(0u - (uint32_t)x) : x; }
+static inline int64_t kn_abs_i64(int64_t x) { return x < 0 ? (int64_t)(0ull - (uint64_t)x) : x; }
+#define kn_abs(x) _Generic((x), float: fabsf, double: fabs, int32_t: kn_abs_i32, int64_t: kn_abs_i64)(x)
+
+/* Predicates that are false for integers. */
+static inline int kn_isinf_f(float x) { return x == INFINITY || x == -INFINITY; }
+static inline int kn_isinf_d(double x) { return x == INFINITY || x == -INFINITY; }
+static inline int kn_isfinite_f(float x) { return x - x == 0.0f; }
+static inline int kn_isfinite_d(double x) { return x - x == 0.0; }
+static inline int kn_int_false(int64_t x) { (void)x; return 0; }
+static inline int kn_int_true(int64_t x) { (void)x; return 1; }
+#define kn_isinf(x) _Generic((x), float: kn_isinf_f, double: kn_isinf_d, default: kn_int_false)(x)
+#define kn_isfinite(x) _Generic((x), float: kn_isfinite_f, double: kn_isfinite_d, default: kn_int_true)(x)
+
+/* Bitwise not: bool flips its one bit. */
+#define kn_bitnot(x) _Generic((x), uint8_t: (uint8_t)!(x), default: ~(x))
+
+/* Shifts defined for every amount: out-of-range amounts give 0 (or the sign for >>). */
+#define KN_SHIFTS(T, UT, BITS)                                                                   \
+    static inline T kn_shl_##T(T x, T y) { return y < 0 || y >= BITS ? 0 : (T)((UT)x << y); }  \
+    static inline T kn_shr_##T(T x, T y) { return y < 0 || y >= BITS ? (x < 0 ? -1 : 0) : x >> y; }
+KN_SHIFTS(int32_t, uint32_t, 32)
+KN_SHIFTS(int64_t, uint64_t, 64)
+static inline uint8_t kn_shl_u8(uint8_t x, uint8_t y) { return y ? 0 : x; }
+static inline uint8_t kn_shr_u8(uint8_t x, uint8_t y) { return y ? 0 : x; }
+#define kn_shl(x, y) _Generic((x), int32_t: kn_shl_int32_t, int64_t: kn_shl_int64_t, uint8_t: kn_shl_u8)(x, y)
+#define kn_shr(x, y) _Generic((x), int32_t: kn_shr_int32_t, int64_t: kn_shr_int64_t, uint8_t: kn_shr_u8)(x, y)
+
+/* Python's floor division and modulo (the result takes the divisor's sign). Integer division
+ * by zero sets *bad instead of trapping. */
+#define KN_INT_DIVMOD(T, MINV)                                                            \
+    static inline T kn_floordiv_##T(T x, T y, int *bad) {                                 \
+        if (y == 0) { *bad = 1; return 0; }                                               \
+        if (y == -1) return (T)(0 - (uint64_t)x); /* MIN / -1 wraps as PyTorch does */  \
+        T q = x / y;                                                                      \
+        return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;                          \
+    }                                                                                     \
+    static inline T kn_remainder_##T(T x, T y, int *bad) {                                \
+        if (y == 0) { *bad = 1; return 0; }                                               \
+        if (y == -1) return 0;                                                            \
+        T r = x % y;                                                                      \
+        return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;                              \
+    }
+KN_INT_DIVMOD(int32_t, INT32_MIN)
+KN_INT_DIVMOD(int64_t, INT64_MIN)
+static inline float kn_floordiv_float(float x, float y, int *bad) { (void)bad; return floorf(x / y); }
+static inline double kn_floordiv_double(double x, double y, int *bad) { (void)bad; return floor(x / y); }
+static inline float kn_remainder_float(float x, float y, int *bad) {
+    (void)bad;
+    float r = fmodf(x, y);
+    return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+}
+static inline double kn_remainder_double(double x, double y, int *bad) {
+    (void)bad;
+    double r = fmod(x, y);
+    return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+}
+#define kn_floordiv(x, y, bad)                                                                      \
+    _Generic((x), float: kn_floordiv_float, double: kn_floordiv_double, int32_t: kn_floordiv_int32_t, \
+             int64_t: kn_floordiv_int64_t)(x, y, bad)
+#define kn_remainder(x, y, bad)                                                                        \
+    _Generic((x), float: kn_remainder_float, double: kn_remainder_double, int32_t: kn_remainder_int32_t, \
+             int64_t: kn_remainder_int64_t)(x, y, bad)
+
+/* Integer powers by squaring; a negative exponent is a domain error for integers. */
+#define KN_INT_POW(T)                                                                  \
+    static inline T kn_pow_##T(T x, T y, int *bad) {                                   \
+        if (y < 0) { *bad = 1; return 0; }                                             \
+        uint64_t r = 1, b = (uint64_t)x;                                               \
+        for (T e = y; e; e >>= 1) { if (e & 1) r *= b; b *= b; }                       \
+        return (T)r;                                                                   \
+    }
+KN_INT_POW(int32_t)
+KN_INT_POW(int64_t)
+static inline float kn_pow_float(float x, float y, int *bad) { (void)bad; return powf(x, y); }
+static inline double kn_pow_double(double x, double y, int *bad) { (void)bad; return pow(x, y); }
+#define kn_pow(x, y, bad) \
+    _Generic((x), float: kn_pow_float, double: kn_pow_double, int32_t: kn_pow_int32_t, int64_t: kn_pow_int64_t)(x, y, bad)
+
+/* torch.lerp's formula: exact at both ends. */
+#define kn_lerp(x, y, w) ((w) < KC(0.5) ? (x) + (w) * ((y) - (x)) : (y) - ((y) - (x)) * (KC(1) - (w)))
+
+/* Attribute (a double) to a compute type: integers saturate, NaN becomes 0. */
+static inline float kn_attr_float(double v) { return (float)v; }
+static inline double kn_attr_double(double v) { return v; }
+static inline int32_t kn_attr_int32(double v) {
+    return v != v ? 0 : v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : (int32_t)v;
+}
+static inline int64_t kn_attr_int64(double v) {
+    return v != v ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
+}
+static inline uint8_t kn_attr_bool(double v) { return v != 0; }
+
+#endif

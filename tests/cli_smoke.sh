@@ -1,0 +1,18 @@
+#!/bin/sh
+# The kiln command: each subcommand runs and prints what it should; bad usage exits 2.
+set -eu
+kiln="$1"
+fail() { echo "FAIL: $*"; exit 1; }
+"$kiln" --version | grep -q '^kiln [0-9]' || fail "--version"
+"$kiln" help | grep -q 'usage: kiln' || fail "help"
+"$kiln" ops | grep -q '^matmul' || fail "ops table lists matmul"
+"$kiln" ops --device meta | grep -q 'meta' || fail "ops --device meta"
+"$kiln" ops --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert any(o["name"]=="add" for o in d["ops"])' 2>/dev/null \
+  || "$kiln" ops --json | grep -q '"name": *"add"' || fail "ops --json"
+"$kiln" info | grep -q 'threads:' || fail "info"
+set +e
+"$kiln" nosuchcommand >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown command exits 2"
+"$kiln" ops --device nowhere >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad device exits 2"
+KILN_MODE=bogus "$kiln" info >/dev/null 2>&1; [ $? -ne 0 ] || fail "bad KILN_MODE is an error"
+set -e
+echo "cli_smoke: 1 passed, 0 failed"

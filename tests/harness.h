@@ -1,0 +1,74 @@
+/* The test harness: checks, random inputs with the seed printed on failure, comparisons
+ * against float64 references at per-dtype tolerances, and the closing "N passed, N failed". */
+#ifndef KILN_TESTS_HARNESS_H
+#define KILN_TESTS_HARNESS_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kiln/kiln.h"
+
+/* Tolerances per dtype for results compared with a float64 reference: |got - want| <=
+ * atol + rtol * |want|. Elementwise ops and short reductions meet these; tests of long
+ * reductions scale them as noted where they do. */
+typedef struct tolerance {
+    double rtol, atol;
+} tolerance;
+tolerance tol_for(kn_dtype d);
+
+/* The run's seed: $KILN_TEST_SEED, else fresh from the clock. Printed on any failure. */
+uint64_t test_seed(void);
+
+void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            test_fail(__FILE__, __LINE__, "check failed: %s", #cond);         \
+            if (kn_last_status() != KN_OK) fprintf(stderr, "  last error: %s\n", kn_last_error()); \
+        }                                                                     \
+    } while (0)
+#define CHECK_MSG(cond, ...)                                   \
+    do {                                                       \
+        if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__); \
+    } while (0)
+/* The expression must fail with this status, and its message must contain `needle`. */
+#define CHECK_ERROR(expr_ok, status, needle) check_error((expr_ok), (status), (needle), __FILE__, __LINE__, #expr_ok)
+void check_error(bool ok, kn_status want, const char *needle, const char *file, int line, const char *what);
+
+/* Runs one named test case (its CHECK failures are counted against it). */
+typedef void (*test_fn)(void);
+void run_test(const char *name, test_fn fn);
+#define RUN(fn) run_test(#fn, fn)
+/* Prints "N passed, N failed" and returns the exit code. */
+int test_summary(void);
+
+/* Random host data: uniform in [lo, hi), from the run's seed and a per-call stream. */
+void rand_fill(double *dst, int64_t n, double lo, double hi);
+/* A tensor of dtype made from doubles (rounded as a cast would), and its values back as
+ * doubles (exactly representable after the rounding, so references can use them). */
+kn_tensor *tensor_from(const double *v, kn_shape shape, kn_dtype dtype);
+kn_tensor *rand_tensor(kn_shape shape, kn_dtype dtype, double lo, double hi);
+/* Reads any tensor as doubles into a malloc'd array (NULL on failure). */
+double *read_f64(kn_tensor *t);
+/* Compares t against want[] (row-major) at tol; reports the first mismatch with its index. */
+bool check_close(kn_tensor *t, const double *want, tolerance tol, const char *what);
+bool check_close_at(kn_tensor *t, const double *want, tolerance tol, const char *what, const char *file, int line);
+#define CHECK_CLOSE(t, want, tol, what) check_close_at((t), (want), (tol), (what), __FILE__, __LINE__)
+/* t has exactly this shape. */
+bool check_shape(kn_tensor *t, kn_shape want, const char *file, int line);
+#define CHECK_SHAPE(t, want) check_shape((t), (want), __FILE__, __LINE__)
+
+/* A non-contiguous tensor with the same values as t (a transposed copy transposed back, or a
+ * strided slice), for layout tests. */
+kn_tensor *non_contiguous_copy(kn_tensor *t);
+
+/* Row-major index helpers for references. */
+void unravel(int64_t flat, kn_shape shape, int64_t *idx);
+int64_t ravel_broadcast(const int64_t *idx, int out_ndim, kn_shape in_shape);
+
+extern const kn_dtype ALL_DTYPES[KN_DTYPE_COUNT];
+extern const kn_dtype FLOAT_DTYPES[4];
+
+#endif

@@ -1,0 +1,36 @@
+/* `kiln info`: how this kiln was built and what it finds on this machine. */
+#include <cblas.h>
+#include <stdio.h>
+
+#include "commands.h"
+#include "kiln/kiln.h"
+#include "kiln_build_config.h"
+
+int kiln_cmd_info(int argc, char **argv) {
+    if (argc > 1) {
+        fprintf(stderr, "usage: kiln info\n");
+        return 2;
+    }
+    printf("kiln %s (%s build, %s)\n", kn_version(), KILN_BUILD_TYPE, KILN_BUILD_DATE);
+    printf("compiler:      %s\n", KILN_C_COMPILER);
+    printf("tuned native:  %s\n", KILN_BUILD_NATIVE);
+    printf("sanitizers:    %s\n", KILN_BUILD_SANITIZE);
+    printf("CUDA toolkit:  %s (found at build time; the CUDA backend is not built yet)\n", KILN_BUILD_CUDA_TOOLKIT);
+    printf("MPI:           %s\n", KILN_BUILD_MPI);
+    printf("NCCL:          %s\n", KILN_BUILD_NCCL);
+    printf("BLAS:          %s\n", openblas_get_config());
+    printf("threads:       %d\n", kn_get_num_threads());
+    printf("mode:          %s\n", kn_mode_name(kn_get_mode()));
+    kn_device def = kn_default_device();
+    printf("default device: %s:%d\n", kn_device_type_name(def.type), def.index);
+    printf("devices:\n");
+    for (int t = 0; t < KN_DEVICE_TYPE_COUNT; t++) {
+        kn_device d = {(kn_device_type)t, 0};
+        printf("  %-5s %s\n", kn_device_type_name(d.type), kn_device_available(d) ? "available" : "not available");
+    }
+    if (kn_last_status() != KN_OK) {
+        fprintf(stderr, "kiln info: %s\n", kn_last_error());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,82 @@
+/* `kiln ops`: the coverage table, read from the op table itself. */
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "kiln/kiln.h"
+
+static int print_json(const kn_device_type *devices, int n_devices) {
+    cJSON *root = cJSON_CreateObject(), *ops = cJSON_AddArrayToObject(root, "ops");
+    cJSON_AddStringToObject(root, "version", kn_version());
+    for (int i = 0; i < kn_op_count(); i++) {
+        kn_op_info info;
+        kn_op_get_info(i, &info);
+        cJSON *op = cJSON_CreateObject();
+        cJSON_AddStringToObject(op, "name", info.name);
+        cJSON_AddStringToObject(op, "kind", info.kind);
+        if (info.expr) cJSON_AddStringToObject(op, "expr", info.expr);
+        cJSON *backends = cJSON_AddObjectToObject(op, "kernels");
+        for (int k = 0; k < n_devices; k++) {
+            cJSON *list = cJSON_AddArrayToObject(backends, kn_device_type_name(devices[k]));
+            uint32_t mask = kn_op_kernel_dtypes(i, devices[k]);
+            for (int d = 0; d < KN_DTYPE_COUNT; d++)
+                if (mask & KN_DT(d)) cJSON_AddItemToArray(list, cJSON_CreateString(kn_dtype_name(d)));
+        }
+        cJSON_AddItemToArray(ops, op);
+    }
+    char *text = cJSON_Print(root);
+    printf("%s\n", text);
+    free(text);
+    cJSON_Delete(root);
+    return 0;
+}
+
+static int print_table(const kn_device_type *devices, int n_devices) {
+    printf("%-22s %-12s %-7s", "op", "kind", "device");
+    for (int d = 0; d < KN_DTYPE_COUNT; d++) printf(" %-4s", kn_dtype_name(d));
+    printf("\n");
+    int covered = 0, cells = 0;
+    for (int i = 0; i < kn_op_count(); i++) {
+        kn_op_info info;
+        kn_op_get_info(i, &info);
+        for (int k = 0; k < n_devices; k++) {
+            uint32_t mask = kn_op_kernel_dtypes(i, devices[k]);
+            printf("%-22s %-12s %-7s", k ? "" : info.name, k ? "" : info.kind, kn_device_type_name(devices[k]));
+            for (int d = 0; d < KN_DTYPE_COUNT; d++) {
+                printf(" %-4s", mask & KN_DT(d) ? "yes" : (info.accepted & KN_DT(d)) ? "via" : "-");
+                cells++;
+                covered += (mask & KN_DT(d)) != 0;
+            }
+            printf("\n");
+        }
+    }
+    printf("\n%d ops; %d of %d op x device x dtype cells have a kernel.\n"
+           "'via': accepted and computed in a promoted dtype (e.g. exp of i32 in f32).\n",
+           kn_op_count(), covered, cells);
+    return 0;
+}
+
+int kiln_cmd_ops(int argc, char **argv) {
+    bool json = false;
+    kn_device_type devices[KN_DEVICE_TYPE_COUNT] = {KN_DEVICE_CPU, KN_DEVICE_META};
+    int n_devices = 2;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+            kn_device d;
+            if (!kn_device_parse(argv[++i], &d)) {
+                fprintf(stderr, "kiln ops: unknown device '%s' (try cpu, meta or cuda)\n", argv[i]);
+                return 2;
+            }
+            devices[0] = d.type;
+            n_devices = 1;
+        } else {
+            fprintf(stderr, "kiln ops: unknown option '%s'\nusage: kiln ops [--device D] [--json]\n", argv[i]);
+            return 2;
+        }
+    }
+    return json ? print_json(devices, n_devices) : print_table(devices, n_devices);
+}

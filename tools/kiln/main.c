@@ -1,0 +1,46 @@
+/* The kiln command: dispatches to its subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "kiln/kiln.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} commands[] = {
+    {"ops", kiln_cmd_ops, "the op table: op x backend x dtype coverage (--device D, --json)"},
+    {"info", kiln_cmd_info, "build options, threads, BLAS, devices found"},
+    {"demo", kiln_cmd_demo, "a tour of the runtime: modes, ops, errors, a meta-device trace"},
+    {"help", NULL, "this text"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "kiln %s: a deep-learning runtime in C\n\nusage: kiln <command> [options]\n\ncommands:\n",
+            kn_version());
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-6s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nenvironment: KILN_MODE (strict|debug), KILN_DEVICE (cpu|meta), KILN_THREADS, KILN_SEED\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("kiln %s\n", kn_version());
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (commands[i].run && strcmp(cmd, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "kiln: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}
