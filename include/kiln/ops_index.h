@@ -1,4 +1,6 @@
-/* index ops. */
+/* Indexing ops: gathering, scattering, masking, sorting and sampling. Functional: ops that
+ * "write" return a new tensor and leave their input unchanged. Index tensors are i32 or i64;
+ * an index out of range is an error (in strict mode, reported at the next sync). */
 #ifndef KILN_OPS_INDEX_H
 #define KILN_OPS_INDEX_H
 
@@ -7,6 +9,50 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+kn_tensor *kn_index_select(kn_tensor *x, int64_t dim, kn_tensor *index);
+kn_tensor *kn_gather(kn_tensor *x, int64_t dim, kn_tensor *index);
+/* x with out[index[i][j]][j] = src[i][j] (dim 0; likewise for other dims). */
+kn_tensor *kn_scatter(kn_tensor *x, int64_t dim, kn_tensor *index, kn_tensor *src);
+kn_tensor *kn_scatter_value(kn_tensor *x, int64_t dim, kn_tensor *index, double value);
+kn_tensor *kn_scatter_add(kn_tensor *x, int64_t dim, kn_tensor *index, kn_tensor *src);
+typedef enum kn_scatter_reduce_op {
+    KN_SCATTER_SUM = 0, KN_SCATTER_PROD, KN_SCATTER_MEAN, KN_SCATTER_AMAX, KN_SCATTER_AMIN
+} kn_scatter_reduce_op;
+kn_tensor *kn_scatter_reduce(kn_tensor *x, int64_t dim, kn_tensor *index, kn_tensor *src, kn_scatter_reduce_op op,
+                             bool include_self);
+/* x with out.select(dim, index[i]) += alpha * src.select(dim, i). */
+kn_tensor *kn_index_add(kn_tensor *x, int64_t dim, kn_tensor *index, kn_tensor *src, double alpha);
+/* x with x[indices[0], ..., indices[n-1]] = values (or += with accumulate): advanced indexing
+ * over the first n dims, the index tensors broadcast together, values broadcast to the result. */
+kn_tensor *kn_index_put(kn_tensor *x, kn_tensor *const *indices, int n, kn_tensor *values, bool accumulate);
+/* x where mask is false, value where it is true (mask broadcasts to x). */
+kn_tensor *kn_masked_fill(kn_tensor *x, kn_tensor *mask, double value);
+/* The elements of x where mask is true, as a 1-d tensor (waits for its inputs). */
+kn_tensor *kn_masked_select(kn_tensor *x, kn_tensor *mask);
+/* [count, ndim] i64 coordinates of the nonzero elements, in row-major order (waits). */
+kn_tensor *kn_nonzero(kn_tensor *x);
+/* Rows of weight [V, D] picked by integer indices of any shape: out [..., D]. */
+kn_tensor *kn_embedding(kn_tensor *weight, kn_tensor *indices);
+typedef enum kn_bag_mode { KN_BAG_SUM = 0, KN_BAG_MEAN, KN_BAG_MAX } kn_bag_mode;
+/* Reductions of bags of rows: with offsets, indices is 1-d and bag b is
+ * indices[offsets[b] .. offsets[b+1]) (the last bag runs to the end, or include_last_offset
+ * says offsets has one extra, final entry); without (NULL), indices is [B, L]. Optional
+ * per_sample_weights (sum mode only) scale each row. Empty bags give zeros. */
+kn_tensor *kn_embedding_bag(kn_tensor *weight, kn_tensor *indices, kn_tensor *offsets, kn_bag_mode mode,
+                            kn_tensor *per_sample_weights, bool include_last_offset);
+/* The k largest (or smallest) along dim, sorted when asked; indices i64. */
+kn_status kn_topk(kn_tensor *x, int64_t k, int64_t dim, bool largest, bool sorted, kn_tensor **values,
+                  kn_tensor **indices);
+/* Stable sort along dim; NaN sorts as the largest value. Either output may be NULL. */
+kn_status kn_sort(kn_tensor *x, int64_t dim, bool descending, kn_tensor **values, kn_tensor **indices);
+kn_tensor *kn_argsort(kn_tensor *x, int64_t dim, bool descending);
+/* The distinct values of the flattened x in ascending order, and optionally (non-NULL) the
+ * index of each element's value (x's shape) and each value's count (waits for its input). */
+kn_status kn_unique(kn_tensor *x, kn_tensor **values, kn_tensor **inverse, kn_tensor **counts);
+/* num_samples draws of category indices (i64) per row of non-negative weights [C] or [N, C],
+ * from the Philox generator; without replacement, num_samples <= C. */
+kn_tensor *kn_multinomial(kn_tensor *probs, int64_t num_samples, bool replacement);
 
 #ifdef __cplusplus
 }
