@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -76,7 +77,12 @@ static void *worker_main(void *unused) {
     return NULL;
 }
 
+/* Work still queued when the program exits is finished first, so that no kernel runs while
+ * the process tears down. */
+static void drain_at_exit(void) { kn_cpu_stream_sync(); }
+
 static void start_worker(void) {
+    atexit(drain_at_exit);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
