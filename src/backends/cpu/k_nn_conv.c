@@ -1,0 +1,143 @@
+/* CPU convolutions as GEMMs: conv2d multiplies each group's weights by an im2col matrix
+ * (1x1 stride-1 unpadded convolutions use the input itself), conv_transpose2d multiplies the
+ * transposed weights by the input and scatters the columns back (col2im). Many (image,
+ * group) products run in parallel on single-threaded BLAS; few run one by one on threaded
+ * BLAS. 16-bit floats are widened to f32. */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/k_nn.h"
+#include "core/error.h"
+
+typedef struct conv_geom {
+    int64_t N, G, Cg, H, W, Coutg, KH, KW, OH, OW;
+    int64_t sh, sw, ph, pw, dh, dw;
+} conv_geom;
+
+/* The geometry of x [N, C, H, W] -> out [N, Cout, OH, OW]. */
+static conv_geom geom_of(const kn_node *n) {
+    const kn_tensor *x = n->in[0], *w = n->in[1], *o = n->out[0];
+    const int64_t *a = n->attrs.i;
+    conv_geom g = {x->shape[0], a[6], x->shape[1] / a[6], x->shape[2], x->shape[3], o->shape[1] / a[6],
+                   w->shape[2], w->shape[3], o->shape[2], o->shape[3], a[0], a[1], a[2], a[3], a[4], a[5]};
+    return g;
+}
+
+/* The valid range [lo, hi) of o with 0 <= o*s + off < size. */
+static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int64_t *lo, int64_t *hi) {
+    int64_t l = off >= 0 ? 0 : (-off + s - 1) / s, h = size - off <= 0 ? 0 : (size - off + s - 1) / s;
+    *lo = l < count ? l : count;
+    *hi = h < count ? (h > *lo ? h : *lo) : count;
+}
+
+#define CONV_IMPL(T, gemm)                                                                            \
+    /* col [Cg*KH*KW, OH*OW] from one group's image x [Cg, H, W]. */                                 \
+    static void im2col_##T(const conv_geom *g, const T *x, T *col) {                                 \
+        int64_t OHW = g->OH * g->OW;                                                                  \
+        for (int64_t c = 0; c < g->Cg; c++)                                                           \
+            for (int64_t kh = 0; kh < g->KH; kh++)                                                    \
+                for (int64_t kw = 0; kw < g->KW; kw++) {                                              \
+                    T *row = col + ((c * g->KH + kh) * g->KW + kw) * OHW;                             \
+                    int64_t oh_lo, oh_hi, ow_lo, ow_hi, hoff = kh * g->dh - g->ph, woff = kw * g->dw - g->pw; \
+                    valid_range(hoff, g->sh, g->H, g->OH, &oh_lo, &oh_hi);                            \
+                    valid_range(woff, g->sw, g->W, g->OW, &ow_lo, &ow_hi);                            \
+                    memset(row, 0, sizeof(T) * (size_t)(oh_lo * g->OW));                              \
+                    for (int64_t oh = oh_lo; oh < oh_hi; oh++) {                                      \
+                        T *r = row + oh * g->OW;                                                      \
+                        const T *xr = x + (c * g->H + oh * g->sh + hoff) * g->W + woff;               \
+                        for (int64_t ow = 0; ow < ow_lo; ow++) r[ow] = 0;                             \
+                        for (int64_t ow = ow_lo; ow < ow_hi; ow++) r[ow] = xr[ow * g->sw];            \
+                        for (int64_t ow = ow_hi; ow < g->OW; ow++) r[ow] = 0;                         \
+                    }                                                                                 \
+                    memset(row + oh_hi * g->OW, 0, sizeof(T) * (size_t)((g->OH - oh_hi) * g->OW));    \
+                }                                                                                     \
+    }                                                                                                 \
+    /* Adds col [Coutg*KH*KW, H*W] into one group's output y [Coutg, OH, OW]. */                    \
+    static void col2im_##T(const conv_geom *g, const T *col, T *y) {                                 \
+        for (int64_t c = 0; c < g->Coutg; c++)                                                        \
+            for (int64_t kh = 0; kh < g->KH; kh++)                                                    \
+                for (int64_t kw = 0; kw < g->KW; kw++) {                                              \
+                    const T *row = col + ((c * g->KH + kh) * g->KW + kw) * g->H * g->W;               \
+                    int64_t ih_lo, ih_hi, iw_lo, iw_hi, hoff = kh * g->dh - g->ph, woff = kw * g->dw - g->pw; \
+                    valid_range(hoff, g->sh, g->OH, g->H, &ih_lo, &ih_hi);                            \
+                    valid_range(woff, g->sw, g->OW, g->W, &iw_lo, &iw_hi);                            \
+                    for (int64_t ih = ih_lo; ih < ih_hi; ih++) {                                      \
+                        T *yr = y + (c * g->OH + ih * g->sh + hoff) * g->OW + woff;                   \
+                        const T *r = row + ih * g->W;                                                 \
+                        for (int64_t iw = iw_lo; iw < iw_hi; iw++) yr[iw * g->sw] += r[iw];           \
+                    }                                                                                 \
+                }                                                                                     \
+    }                                                                                                 \
+    /* One (image, group) product; scratch holds a column matrix. */                                 \
+    static void conv_one_##T(const conv_geom *g, const T *x, const T *w, T *y, T *scratch, bool transposed) { \
+        int64_t K = g->Cg * g->KH * g->KW, OHW = g->OH * g->OW, HW = g->H * g->W;                     \
+        if (transposed) {                                                                             \
+            int64_t Kc = g->Coutg * g->KH * g->KW;                                                    \
+            gemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Kc, (int)HW, (int)g->Cg, 1, w, (int)Kc, x, \
+                 (int)HW, 0, scratch, (int)HW);                                                       \
+            memset(y, 0, sizeof(T) * (size_t)(g->Coutg * OHW));                                       \
+            col2im_##T(g, scratch, y);                                                                \
+            return;                                                                                   \
+        }                                                                                             \
+        bool direct = g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0; \
+        if (!direct) im2col_##T(g, x, scratch);                                                       \
+        gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->Coutg, (int)OHW, (int)K, 1, w, (int)K, \
+             direct ? x : scratch, (int)OHW, 0, y, (int)OHW);                                         \
+    }                                                                                                 \
+    static bool conv_all_##T(const conv_geom *g, const T *x, const T *w, T *y, bool transposed) {     \
+        int64_t jobs = g->N * g->G, OHW = g->OH * g->OW, HW = g->H * g->W;                            \
+        int64_t col = transposed ? g->Coutg * g->KH * g->KW * HW : g->Cg * g->KH * g->KW * OHW;       \
+        int64_t x_step = g->Cg * HW, y_step = g->Coutg * OHW, w_step = g->Coutg * g->Cg * g->KH * g->KW; \
+        double flops = 2.0 * (double)jobs * (double)y_step * (double)(g->Cg * g->KH * g->KW);        \
+        int threads = flops < 1e6 ? 1 : kn_get_num_threads(), saved = openblas_get_num_threads();     \
+        if (threads > jobs) threads = 1;                                                              \
+        int ok = 1;                                                                                   \
+        openblas_set_num_threads(threads > 1 ? 1 : kn_get_num_threads());                             \
+        _Pragma("omp parallel num_threads(threads) reduction(& : ok)") {                             \
+            T *scratch = malloc(sizeof(T) * (size_t)(col > 0 ? col : 1));                             \
+            ok = scratch != NULL;                                                                     \
+            _Pragma("omp for schedule(static)") for (int64_t j = 0; j < jobs; j++) if (scratch)      \
+                conv_one_##T(g, x + j * x_step, w + (j % g->G) * w_step, y + j * y_step, scratch, transposed); \
+            free(scratch);                                                                            \
+        }                                                                                             \
+        openblas_set_num_threads(saved);                                                              \
+        return ok;                                                                                    \
+    }
+CONV_IMPL(float, cblas_sgemm)
+CONV_IMPL(double, cblas_dgemm)
+
+/* Adds bias[c] to every element of channel c of y [N, C, P]. */
+#define ADD_BIAS(T)                                                                                 \
+    static void add_bias_##T(T *y, const double *bias, int64_t N, int64_t C, int64_t P) {           \
+        _Pragma("omp parallel for collapse(2) num_threads(kn_cpu_threads_for(N * C * P))")          \
+        for (int64_t i = 0; i < N; i++)                                                             \
+            for (int64_t c = 0; c < C; c++) {                                                       \
+                T *r = y + (i * C + c) * P, b = (T)bias[c];                                         \
+                _Pragma("omp simd") for (int64_t p = 0; p < P; p++) r[p] += b;                      \
+            }                                                                                       \
+    }
+ADD_BIAS(float)
+ADD_BIAS(double)
+
+static kn_status conv_kernel(kn_node *n, bool transposed) {
+    kn_tensor *out = n->out[0];
+    if (kn_numel(out) == 0) return KN_OK;
+    conv_geom g = geom_of(n);
+    kn_dtype ct = kn_nn_compute_dtype(out->dtype);
+    kn_tensor *bias_t = kn_nn_optional(n, 11);
+    double *bias = bias_t ? kn_nn_read_vector(bias_t, out->shape[1], 0) : NULL;
+    kn_tensor *x = kn_nn_work(n->in[0], ct), *w = kn_nn_work(n->in[1], ct), *y = kn_nn_work_out(out, ct);
+    bool ok = x && w && y && (bias || !bias_t);
+    if (ok && ct == KN_F64) ok = conv_all_double(&g, kn_tensor_data(x), kn_tensor_data(w), kn_tensor_data(y), transposed);
+    else if (ok) ok = conv_all_float(&g, kn_tensor_data(x), kn_tensor_data(w), kn_tensor_data(y), transposed);
+    if (ok && bias && ct == KN_F64) add_bias_double(kn_tensor_data(y), bias, g.N, out->shape[1], g.OH * g.OW);
+    else if (ok && bias) add_bias_float(kn_tensor_data(y), bias, g.N, out->shape[1], g.OH * g.OW);
+    free(bias);
+    if (x) kn_tensor_decref(x);
+    if (w) kn_tensor_decref(w);
+    return kn_nn_finish(out, y, ok ? KN_OK : kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name(n->op)));
+}
+
+kn_status kn_nn_conv2d_kernel(kn_node *n) { return conv_kernel(n, false); }
+kn_status kn_nn_conv_transpose2d_kernel(kn_node *n) { return conv_kernel(n, true); }

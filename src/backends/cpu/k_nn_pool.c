@@ -1,0 +1,162 @@
+/* CPU pooling and resampling kernels over [planes, H, W] (PyTorch's window and coordinate
+ * formulas); each plane is independent, so planes are split across threads. */
+#include <math.h>
+
+#include "backends/cpu/k_nn.h"
+#include "core/error.h"
+
+typedef struct planes {
+    int64_t P, H, W, OH, OW;
+} planes;
+
+static planes planes_of(const kn_node *n) {
+    const kn_tensor *x = n->in[0], *o = n->out[0];
+    int nd = x->ndim;
+    int64_t H = x->shape[nd - 2], W = x->shape[nd - 1];
+    return (planes){H * W > 0 ? kn_numel(x) / (H * W) : 0, H, W, o->shape[nd - 2], o->shape[nd - 1]};
+}
+
+static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Window rows [s, e) of output o: PyTorch's adaptive pooling bounds. */
+static inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
+static inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
+
+/* PyTorch's nearest source index: the scale is computed in float. */
+static inline int64_t nearest_src(int64_t o, int64_t in, int64_t out) {
+    float scale = (float)in / (float)out;
+    return imin((int64_t)floorf((float)o * scale), in - 1);
+}
+
+/* Bilinear source: the lower index, the upper index and the weight of the upper one. */
+static inline void bilinear_src(int64_t o, int64_t in, int64_t out, bool align, int64_t *i0, int64_t *i1, double *l) {
+    double src;
+    if (align) src = out > 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0;
+    else src = fmax(((double)o + 0.5) * (double)in / (double)out - 0.5, 0);
+    *i0 = imin((int64_t)src, in - 1);
+    *i1 = *i0 + (*i0 < in - 1);
+    *l = src - (double)*i0;
+}
+
+#define POOL_IMPL(T)                                                                                   \
+    static void max_pool_##T(const kn_node *n, const planes *p, const T *x, T *y, int64_t *idx) {      \
+        const int64_t *a = n->attrs.i;                                                                 \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->OH * p->OW * a[0] * a[1]))") \
+        for (int64_t q = 0; q < p->P; q++)                                                             \
+            for (int64_t oh = 0; oh < p->OH; oh++)                                                     \
+                for (int64_t ow = 0; ow < p->OW; ow++) {                                               \
+                    int64_t h0 = oh * a[2] - a[4], w0 = ow * a[3] - a[5], best_i = -1;                 \
+                    T best = -INFINITY;                                                                \
+                    for (int64_t kh = 0; kh < a[0]; kh++) {                                            \
+                        int64_t ih = h0 + kh * a[6];                                                   \
+                        if (ih < 0 || ih >= p->H) continue;                                            \
+                        for (int64_t kw = 0; kw < a[1]; kw++) {                                        \
+                            int64_t iw = w0 + kw * a[7];                                               \
+                            if (iw < 0 || iw >= p->W) continue;                                        \
+                            T v = x[(q * p->H + ih) * p->W + iw];                                      \
+                            /* NaN wins, as in PyTorch */                                              \
+                            if (best_i < 0 || v > best || isnan(v)) best = v, best_i = ih * p->W + iw; \
+                            if (isnan(v)) kh = a[0], kw = a[1];                                        \
+                        }                                                                              \
+                    }                                                                                  \
+                    int64_t k = (q * p->OH + oh) * p->OW + ow;                                         \
+                    y[k] = best, idx[k] = best_i;                                                      \
+                }                                                                                      \
+    }                                                                                                  \
+    static void avg_pool_##T(const kn_node *n, const planes *p, const T *x, T *y) {                    \
+        const int64_t *a = n->attrs.i;                                                                 \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->OH * p->OW * a[0] * a[1]))") \
+        for (int64_t q = 0; q < p->P; q++)                                                             \
+            for (int64_t oh = 0; oh < p->OH; oh++)                                                     \
+                for (int64_t ow = 0; ow < p->OW; ow++) {                                               \
+                    int64_t hs = oh * a[2] - a[4], ws = ow * a[3] - a[5];                              \
+                    int64_t he = imin(hs + a[0], p->H + a[4]), we = imin(ws + a[1], p->W + a[5]);      \
+                    int64_t padded = (he - hs) * (we - ws);                                            \
+                    hs = imax(hs, 0), ws = imax(ws, 0), he = imin(he, p->H), we = imin(we, p->W);      \
+                    double acc = 0;                                                                    \
+                    for (int64_t ih = hs; ih < he; ih++)                                               \
+                        for (int64_t iw = ws; iw < we; iw++) acc += x[(q * p->H + ih) * p->W + iw];    \
+                    int64_t div = a[8] ? (he - hs) * (we - ws) : padded;                               \
+                    y[(q * p->OH + oh) * p->OW + ow] = (T)(div ? acc / (double)div : NAN);             \
+                }                                                                                      \
+    }                                                                                                  \
+    static void adaptive_##T(const planes *p, const T *x, T *y) {                                      \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->H * p->W))")                \
+        for (int64_t q = 0; q < p->P; q++)                                                             \
+            for (int64_t oh = 0; oh < p->OH; oh++)                                                     \
+                for (int64_t ow = 0; ow < p->OW; ow++) {                                               \
+                    int64_t hs = adaptive_start(oh, p->H, p->OH), he = adaptive_end(oh, p->H, p->OH);  \
+                    int64_t ws = adaptive_start(ow, p->W, p->OW), we = adaptive_end(ow, p->W, p->OW);  \
+                    double acc = 0;                                                                    \
+                    for (int64_t ih = hs; ih < he; ih++)                                               \
+                        for (int64_t iw = ws; iw < we; iw++) acc += x[(q * p->H + ih) * p->W + iw];    \
+                    y[(q * p->OH + oh) * p->OW + ow] = (T)(acc / (double)((he - hs) * (we - ws)));     \
+                }                                                                                      \
+    }                                                                                                  \
+    static void nearest_##T(const planes *p, const T *x, T *y) {                                       \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->OH * p->OW))")              \
+        for (int64_t q = 0; q < p->P; q++)                                                             \
+            for (int64_t oh = 0; oh < p->OH; oh++) {                                                   \
+                const T *xr = x + (q * p->H + nearest_src(oh, p->H, p->OH)) * p->W;                    \
+                T *yr = y + (q * p->OH + oh) * p->OW;                                                  \
+                for (int64_t ow = 0; ow < p->OW; ow++) yr[ow] = xr[nearest_src(ow, p->W, p->OW)];      \
+            }                                                                                          \
+    }                                                                                                  \
+    static void bilinear_##T(const planes *p, const T *x, T *y, bool align) {                          \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(4 * p->P * p->OH * p->OW))")          \
+        for (int64_t q = 0; q < p->P; q++)                                                             \
+            for (int64_t oh = 0; oh < p->OH; oh++) {                                                   \
+                int64_t h0, h1, w0, w1;                                                                \
+                double lh, lw;                                                                         \
+                bilinear_src(oh, p->H, p->OH, align, &h0, &h1, &lh);                                   \
+                const T *r0 = x + (q * p->H + h0) * p->W, *r1 = x + (q * p->H + h1) * p->W;            \
+                for (int64_t ow = 0; ow < p->OW; ow++) {                                               \
+                    bilinear_src(ow, p->W, p->OW, align, &w0, &w1, &lw);                               \
+                    double top = (1 - lw) * r0[w0] + lw * r0[w1], bot = (1 - lw) * r1[w0] + lw * r1[w1]; \
+                    y[(q * p->OH + oh) * p->OW + ow] = (T)((1 - lh) * top + lh * bot);                 \
+                }                                                                                      \
+            }                                                                                          \
+    }
+POOL_IMPL(float)
+POOL_IMPL(double)
+
+/* Runs body with x and y as the compute dtype's arrays (T), over widened copies for 16-bit. */
+#define WITH_PLANES(n, BODY_F, BODY_D)                                                               \
+    do {                                                                                             \
+        kn_tensor *out_ = (n)->out[0];                                                               \
+        kn_dtype ct_ = kn_nn_compute_dtype(out_->dtype);                                             \
+        planes p = planes_of(n);                                                                     \
+        kn_tensor *xw_ = kn_nn_work((n)->in[0], ct_), *yw_ = kn_nn_work_out(out_, ct_);              \
+        if (xw_ && yw_ && kn_numel(out_)) {                                                          \
+            if (ct_ == KN_F64) {                                                                     \
+                const double *x = kn_tensor_data(xw_);                                               \
+                double *y = kn_tensor_data(yw_);                                                     \
+                BODY_D;                                                                              \
+            } else {                                                                                 \
+                const float *x = kn_tensor_data(xw_);                                                \
+                float *y = kn_tensor_data(yw_);                                                      \
+                BODY_F;                                                                              \
+            }                                                                                        \
+        }                                                                                            \
+        if (xw_) kn_tensor_decref(xw_);                                                              \
+        return kn_nn_finish(out_, yw_, xw_ && yw_ ? KN_OK : kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name((n)->op))); \
+    } while (0)
+
+kn_status kn_nn_max_pool2d_kernel(kn_node *n) {
+    int64_t *idx = kn_tensor_data(n->out[1]);
+    WITH_PLANES(n, max_pool_float(n, &p, x, y, idx), max_pool_double(n, &p, x, y, idx));
+}
+kn_status kn_nn_avg_pool2d_kernel(kn_node *n) {
+    WITH_PLANES(n, avg_pool_float(n, &p, x, y), avg_pool_double(n, &p, x, y));
+}
+kn_status kn_nn_adaptive_avg_pool2d_kernel(kn_node *n) {
+    WITH_PLANES(n, adaptive_float(&p, x, y), adaptive_double(&p, x, y));
+}
+kn_status kn_nn_upsample_nearest2d_kernel(kn_node *n) {
+    WITH_PLANES(n, nearest_float(&p, x, y), nearest_double(&p, x, y));
+}
+kn_status kn_nn_upsample_bilinear2d_kernel(kn_node *n) {
+    bool align = n->attrs.i[0];
+    WITH_PLANES(n, bilinear_float(&p, x, y, align), bilinear_double(&p, x, y, align));
+}

@@ -1,0 +1,16 @@
+/* Helpers the nn API functions share (src/ops/nn*.c). */
+#ifndef KILN_OPS_NN_COMMON_H
+#define KILN_OPS_NN_COMMON_H
+
+#include "exec/dispatch.h"
+#include "kiln/ops.h"
+
+/* Starts recording op on x and the non-NULL tensors of opt[0..n_opt-1]; slot_attr[k] gets
+ * the input index of opt[k] (or -1). x becomes contiguous. */
+bool kn_nn_begin(kn_opctx *c, kn_op_id op, kn_tensor *x, kn_tensor *const *opt, const int *slot_attr, int n_opt);
+/* opt must be 1-d of size n (named `what`), else fails the op. NULL passes. */
+bool kn_nn_check_vector(kn_opctx *c, const kn_tensor *t, int64_t n, const char *what);
+/* Replaces input i with a contiguous copy of it in dtype (no copy when it already is). */
+bool kn_nn_prepare_input(kn_opctx *c, int i, kn_dtype dtype);
+
+#endif
