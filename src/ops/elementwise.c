@@ -46,8 +46,31 @@ static bool prepare_inputs(kn_opctx *c, kn_dtype compute, const kn_shape *shape)
     return true;
 }
 
-/* The common path of every elementwise op with n_in inputs and attributes a, b. */
+static kn_tensor *elementwise_checked(kn_op_id op, int n_in, kn_tensor *const *in, bool bool_out, double a, double b);
+
+/* The common path of every elementwise op with n_in (at most 3) inputs and attributes a, b.
+ * Bool operands that promote to a number (bool + i32 is i32) are cast first, so that ops
+ * which do not take bool still accept them next to numbers. */
 static kn_tensor *elementwise(kn_op_id op, int n_in, kn_tensor *const *in, bool bool_out, double a, double b) {
+    bool any_bool = false;
+    for (int i = 0; i < n_in; i++) {
+        if (!in[i]) return elementwise_checked(op, n_in, in, bool_out, a, b); /* reports the NULL */
+        any_bool |= in[i]->dtype == KN_BOOL;
+    }
+    kn_dtype promoted = result_dtype(in, n_in);
+    if (!any_bool || promoted == KN_BOOL || n_in > 3) return elementwise_checked(op, n_in, in, bool_out, a, b);
+    kn_tensor *cast[3] = {NULL, NULL, NULL};
+    bool ok = true;
+    for (int i = 0; i < n_in; i++) {
+        cast[i] = in[i]->dtype == KN_BOOL ? kn_cast(in[i], promoted) : kn_retain(in[i]);
+        ok &= cast[i] != NULL;
+    }
+    kn_tensor *out = ok ? elementwise_checked(op, n_in, cast, bool_out, a, b) : NULL;
+    for (int i = 0; i < n_in; i++) kn_release(cast[i]);
+    return out;
+}
+
+static kn_tensor *elementwise_checked(kn_op_id op, int n_in, kn_tensor *const *in, bool bool_out, double a, double b) {
     kn_opctx c;
     if (!kn_op_begin(&c, op, n_in, in)) return NULL;
     kn_shape shape = kn_shape_of(in[0]);

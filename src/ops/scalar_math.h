@@ -36,6 +36,14 @@
 
 static inline double kn_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
 
+/* softplus with beta a and threshold b. The f32 form computes both values and selects, so
+ * that the loop stays branch-free and vectorizes. */
+static inline float kn_softplus_f32(float x, float a, float b) {
+    return kn_vm_sel(x * a > b, x, kn_log1pf(kn_expf(x * a)) / a);
+}
+static inline double kn_softplus_f64(double x, double a, double b) { return x * a > b ? x : log1p(exp(x * a)) / a; }
+#define kn_softplus(x, a, b) _Generic((x), float: kn_softplus_f32, double: kn_softplus_f64)(x, a, b)
+
 static inline int32_t kn_abs_i32(int32_t x) { return x < 0 ? (int32_t)(0u - (uint32_t)x) : x; }
 static inline int64_t kn_abs_i64(int64_t x) { return x < 0 ? (int64_t)(0ull - (uint64_t)x) : x; }
 #define kn_abs(x) _Generic((x), float: fabsf, double: fabs, int32_t: kn_abs_i32, int64_t: kn_abs_i64)(x)

@@ -24,6 +24,25 @@ static inline float kn_vm_copysign(float mag, float sign) {
 }
 static inline float kn_vm_abs(float x) { return kn_vm_float(kn_vm_bits(x) & 0x7fffffffu); }
 
+/* c ? a : b through bit masks. Both arms are computed anyway; written as a conditional, the
+ * compiler would move each arm's arithmetic under a branch and then (floating point may trap)
+ * refuse to if-convert the loop for vectorization. c must be 0 or 1. */
+static inline uint32_t kn_vm_selu(int c, uint32_t a, uint32_t b) {
+    uint32_t m = 0u - (uint32_t)c;
+    return (a & m) | (b & ~m);
+}
+static inline float kn_vm_sel(int c, float a, float b) {
+    return kn_vm_float(kn_vm_selu(c, kn_vm_bits(a), kn_vm_bits(b)));
+}
+static inline double kn_vm_seld(int c, double a, double b) {
+    uint64_t ua, ub, m = 0ull - (uint64_t)c;
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    ua = (ua & m) | (ub & ~m);
+    memcpy(&a, &ua, sizeof a);
+    return a;
+}
+
 /* Fused multiply-add where the target has it (one rounding), else a product and a sum; the
  * error bounds hold either way. */
 #if defined(__FMA__) || defined(__FP_FAST_FMAF)
@@ -67,8 +86,8 @@ static inline float kn_vm_expm1_poly(float r) {
 
 static inline float kn_expf(float x) {
     /* Beyond these e^x is Inf or below half the smallest subnormal; NaN fails both tests. */
-    x = x > 89.0f ? 89.0f : x;
-    x = x < -104.0f ? -104.0f : x;
+    x = kn_vm_sel(x > 89.0f, 89.0f, x);
+    x = kn_vm_sel(x < -104.0f, -104.0f, x);
     float nf;
     int32_t n;
     float r = kn_vm_exp_reduce(x, &nf, &n);
@@ -77,8 +96,8 @@ static inline float kn_expf(float x) {
 }
 
 static inline float kn_expm1f(float x) {
-    float xc = x > 89.0f ? 89.0f : x;
-    xc = xc < -30.0f ? -30.0f : xc; /* e^-30 is below half an ulp of -1 */
+    float xc = kn_vm_sel(x > 89.0f, 89.0f, x);
+    xc = kn_vm_sel(xc < -30.0f, -30.0f, xc); /* e^-30 is below half an ulp of -1 */
     float nf;
     int32_t n;
     float r = kn_vm_exp_reduce(xc, &nf, &n);
@@ -86,8 +105,8 @@ static inline float kn_expm1f(float x) {
     /* e^x - 1 = 2 * (t*u + (t - 1/2)) with t = 2^(n-1), which stays finite for n = 128. */
     float t = kn_vm_float((uint32_t)(n - 1 + 127) << 23);
     float y = 2.0f * KN_VM_FMA(t, u, t - 0.5f);
-    y = x >= 88.72283935546875f ? KN_VM_INF : y;
-    return x == 0.0f ? x : y; /* keeps -0 */
+    y = kn_vm_sel(x >= 88.72283935546875f, KN_VM_INF, y);
+    return kn_vm_sel(x == 0.0f, x, y); /* keeps -0 */
 }
 
 /* log(1 + f) - f + f^2/2 given f in [sqrt(1/2) - 1, sqrt(2) - 1] (fdlibm's logf kernel):
@@ -104,19 +123,19 @@ static inline float kn_vm_log_tail(float f, float hfsq) {
  * Subnormals are scaled into the normal range first. */
 static inline float kn_vm_log_split(float x, float *kf) {
     int sub = x < 1.17549435e-38f;
-    float xs = sub ? x * 8388608.0f : x; /* 2^23 */
+    float xs = kn_vm_sel(sub, x * 8388608.0f, x); /* 2^23 */
     uint32_t ix = kn_vm_bits(xs) + (0x3f800000u - 0x3f3504f3u);
-    int32_t k = (int32_t)(ix >> 23) - 127 - (sub ? 23 : 0);
+    int32_t k = (int32_t)(ix >> 23) - 127 - 23 * sub;
     *kf = (float)k;
     return kn_vm_float((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
 }
 
 /* The special values shared by the logarithms, given the argument of log. */
 static inline float kn_vm_log_special(float x, float y) {
-    y = x < 0.0f ? KN_VM_NAN : y;
-    y = x == 0.0f ? -KN_VM_INF : y;
-    y = x == KN_VM_INF ? KN_VM_INF : y;
-    return x != x ? x : y;
+    y = kn_vm_sel(x < 0.0f, KN_VM_NAN, y);
+    y = kn_vm_sel(x == 0.0f, -KN_VM_INF, y);
+    y = kn_vm_sel(x == KN_VM_INF, KN_VM_INF, y);
+    return kn_vm_sel(x != x, x, y);
 }
 
 static inline float kn_logf(float x) {
@@ -147,15 +166,15 @@ static inline float kn_log1pf(float x) {
     /* With k = 0 the reduced argument is x itself (exact); otherwise u was rounded and
      * c/u restores what the rounding lost. */
     int k0 = k == 0.0f;
-    float f = k0 ? x : fu;
-    float c = k >= 2.0f ? 1.0f - (u - x) : x - (u - 1.0f);
-    c = k0 ? 0.0f : c / u;
+    float f = kn_vm_sel(k0, x, fu);
+    float c = kn_vm_sel(k >= 2.0f, 1.0f - (u - x), x - (u - 1.0f));
+    c = kn_vm_sel(k0, 0.0f, c / u);
     float hfsq = 0.5f * f * f;
     float tail = kn_vm_log_tail(f, hfsq);
     float y = KN_VM_FMA(k, 6.9313812256e-01f, -((hfsq - (tail + (k * 9.0580006145e-06f + c))) - f));
     y = kn_vm_log_special(u, y);
-    y = x < -1.0f ? KN_VM_NAN : y;
-    return x == 0.0f || x != x ? x : y; /* keeps -0 and the NaN payload */
+    y = kn_vm_sel(x < -1.0f, KN_VM_NAN, y);
+    return kn_vm_sel((x == 0.0f) | (x != x), x, y); /* keeps -0 and the NaN payload */
 }
 
 /* sin and cos: reduction by pi/2 in double (fdlibm's medium-size path, exact enough for
@@ -187,7 +206,9 @@ static inline double kn_vm_reduce_huge(float ax, uint32_t *quadrant) {
     uint64_t m = (b & 0x007fffffu) | 0x00800000u;
     uint32_t win[4];
     for (int i = 0; i < 4; i++)
-        win[i] = w == 0 ? two_over_pi[i] : w == 1 ? two_over_pi[i + 1] : w == 2 ? two_over_pi[i + 2] : two_over_pi[i + 3];
+        win[i] = kn_vm_selu(w == 0, two_over_pi[i],
+                            kn_vm_selu(w == 1, two_over_pi[i + 1],
+                                       kn_vm_selu(w == 2, two_over_pi[i + 2], two_over_pi[i + 3])));
     uint32_t f[3];
     for (int i = 0; i < 3; i++) f[i] = (win[i] << sh) | ((win[i + 1] >> 1) >> (31u - sh));
     uint64_t p2 = m * f[2], p1 = m * f[1] + (p2 >> 32), p0 = m * f[0] + (p1 >> 32);
@@ -212,18 +233,18 @@ static inline float kn_vm_sincos(float x, uint32_t quarter) {
     uint32_t hq;
     double hr = kn_vm_reduce_huge(kn_vm_abs(x), &hq);
     int neg = x < 0.0f;
-    hq += neg ? 4u - quarter : quarter;
+    hq += kn_vm_selu(neg, 4u - quarter, quarter);
     int huge = kn_vm_abs(x) >= KN_VM_TRIG_MAX;
-    quadrant = huge ? hq + (neg ? 2u : 0u) : quadrant;
-    r = huge ? hr : r;
+    quadrant = kn_vm_selu(huge, hq + 2u * (uint32_t)neg, quadrant);
+    r = kn_vm_seld(huge, hr, r);
     double s = kn_vm_sin_kernel(r), c = kn_vm_cos_kernel(r);
-    double v = (quadrant & 1u) ? c : s;
-    v = (quadrant & 2u) ? -v : v;
+    double v = kn_vm_seld((int)(quadrant & 1u), c, s);
+    v = kn_vm_seld((int)((quadrant >> 1) & 1u), -v, v);
     float y = (float)v;
-    return x != x ? x : (kn_vm_abs(x) == KN_VM_INF ? KN_VM_NAN : y);
+    return kn_vm_sel(x != x, x, kn_vm_sel(kn_vm_abs(x) == KN_VM_INF, KN_VM_NAN, y));
 }
 
-static inline float kn_sinf(float x) { return x == 0.0f ? x : kn_vm_sincos(x, 0); }
+static inline float kn_sinf(float x) { return kn_vm_sel(x == 0.0f, x, kn_vm_sincos(x, 0)); }
 static inline float kn_cosf(float x) { return kn_vm_sincos(x, 1); }
 
 static inline float kn_tanhf(float x) {
@@ -238,10 +259,10 @@ static inline float kn_tanhf(float x) {
     p = KN_VM_FMA(p, z, -3.333333433e-01f);
     float small = KN_VM_FMA(x * z, p, x);
     /* Large |x|: 1 - 2/(e^(2|x|) + 1), which saturates to 1 once e^(2|x|) is Inf. */
-    float e = kn_expf(2.0f * (ax > 20.0f ? 20.0f : ax));
+    float e = kn_expf(2.0f * kn_vm_sel(ax > 20.0f, 20.0f, ax));
     float large = kn_vm_copysign(1.0f - 2.0f / (e + 1.0f), x);
-    float y = ax < 0.6f ? small : large;
-    return x != x || x == 0.0f ? x : y; /* keeps NaN payloads and -0 */
+    float y = kn_vm_sel(ax < 0.6f, small, large);
+    return kn_vm_sel((x != x) | (x == 0.0f), x, y); /* keeps NaN payloads and -0 */
 }
 
 static inline float kn_erff(float x) {
@@ -258,7 +279,7 @@ static inline float kn_erff(float x) {
     float small = KN_VM_FMA(x, p, x);
     /* 1 < |x| < 4: erf = 1 - e^(-x^2) erfcx(|x|), erfcx fitted around 2.5. Past 4 erf
      * rounds to 1. */
-    float a = ax > 4.0f ? 4.0f : ax;
+    float a = kn_vm_sel(ax > 4.0f, 4.0f, ax);
     float s = a - 2.5f;
     float q = 9.918166199e-08f;
     q = KN_VM_FMA(q, s, -4.251251653e-07f);
@@ -274,8 +295,8 @@ static inline float kn_erff(float x) {
     q = KN_VM_FMA(q, s, -7.434733957e-02f);
     q = KN_VM_FMA(q, s, 2.108063698e-01f);
     float large = kn_vm_copysign(1.0f - kn_expf(-a * a) * q, x);
-    float y = ax <= 1.0f ? small : large;
-    return x != x ? x : y;
+    float y = kn_vm_sel(ax <= 1.0f, small, large);
+    return kn_vm_sel(x != x, x, y);
 }
 
 /* 1 / (1 + e^-x) through e = e^-|x| <= 1, so nothing overflows and tiny results keep
@@ -285,9 +306,9 @@ static inline float kn_sigmoidf(float x) {
     float e = kn_expf(-kn_vm_abs(x));
     float d = 1.0f + e;
     float dlo = (1.0f - d) + e;
-    float q = (x < 0.0f ? e : 1.0f) / d;
+    float q = kn_vm_sel(x < 0.0f, e, 1.0f) / d;
     float y = KN_VM_FMA(-q, dlo / d, q);
-    return x != x ? x : y;
+    return kn_vm_sel(x != x, x, y);
 }
 
 #endif

@@ -53,9 +53,9 @@ static kn_status linspace_kernel(kn_node *n) {
     double start = n->attrs.f[0], end = n->attrs.f[1];
     int64_t count = kn_numel(n->out[0]);
     double step = count > 1 ? (end - start) / (double)(count - 1) : 0;
-    int64_t half = count / 2;
+    int64_t half = (count + 1) / 2;
     /* Like PyTorch: step from the start for the first half, from the end for the rest, so
-     * both ends are exact. */
+     * both ends are exact (and a single value is start). */
     GENERATE(n->out[0], i < half ? start + step * (double)i : end - step * (double)(count - 1 - i));
     return KN_OK;
 }

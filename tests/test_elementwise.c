@@ -1,0 +1,413 @@
+/* Elementwise unary, binary and ternary ops against float64 references written here, for
+ * every dtype of each op's class, plus broadcasting corners, layouts and type promotion. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+enum { C_FLOAT, C_NUMERIC, C_INT, C_ALL };
+
+static bool in_class(int cls, kn_dtype d) {
+    switch (cls) {
+    case C_FLOAT: case C_ALL: return true;
+    case C_NUMERIC: return d != KN_BOOL;
+    default: return kn_dtype_is_int(d) || d == KN_BOOL;
+    }
+}
+
+/* The dtype an op of class cls computes an input of dtype d in. */
+static kn_dtype compute_dtype(int cls, kn_dtype d) { return cls == C_FLOAT && !kn_dtype_is_float(d) ? KN_F32 : d; }
+
+/* Rounds a double reference to what storing it in dtype d does (integers wrap as C does). */
+static double as_dtype(double v, kn_dtype d) {
+    switch (d) {
+    case KN_F32: return (float)v;
+    case KN_I32: return (double)(int32_t)(int64_t)v;
+    case KN_BOOL: return v != 0;
+    default: return v;
+    }
+}
+
+/* ---- unary ------------------------------------------------------------------------------ */
+static double r_neg(double x) { return -x; }
+static double r_sign(double x) { return isnan(x) ? x : (x > 0) - (x < 0); }
+static double r_relu(double x) { return x < 0 ? 0 : x; }
+static double r_rsqrt(double x) { return 1 / sqrt(x); }
+static double r_recip(double x) { return 1 / x; }
+static double r_sigmoid(double x) { return 1 / (1 + exp(-x)); }
+static double r_leaky(double x) { return x < 0 ? 0.125 * x : x; }
+static double r_gelu(double x) { return 0.5 * x * (1 + erf(x / sqrt(2.0))); }
+static double r_gelu_tanh(double x) { return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x))); }
+static double r_silu(double x) { return x / (1 + exp(-x)); }
+static double r_softplus(double x) { return 2 * x > 20 ? x : log1p(exp(2 * x)) / 2; }
+static double r_clamp(double x) { return isnan(x) ? x : x < -1 ? -1 : x > 2 ? 2 : x; }
+static double r_lognot(double x) { return x == 0; }
+static double r_isnan(double x) { return isnan(x); }
+static double r_isinf(double x) { return isinf(x); }
+static double r_isfinite(double x) { return isfinite(x); }
+static kn_tensor *leaky(kn_tensor *x) { return kn_leaky_relu(x, 0.125); }
+static kn_tensor *softplus2(kn_tensor *x) { return kn_softplus(x, 2, 20); }
+static kn_tensor *clamp(kn_tensor *x) { return kn_clamp(x, -1, 2); }
+
+typedef struct unary_case {
+    const char *name;
+    kn_tensor *(*op)(kn_tensor *);
+    double (*ref)(double);
+    int cls;
+    bool bool_out;
+    double lo, hi;
+} unary_case;
+
+static const unary_case UNARY[] = {
+    {"neg", kn_neg, r_neg, C_NUMERIC, false, -5, 5},
+    {"abs", kn_abs, fabs, C_NUMERIC, false, -5, 5},
+    {"sign", kn_sign, r_sign, C_NUMERIC, false, -3, 3},
+    {"relu", kn_relu, r_relu, C_NUMERIC, false, -3, 3},
+    {"clamp", clamp, r_clamp, C_NUMERIC, false, -3, 3},
+    {"exp", kn_exp, exp, C_FLOAT, false, -8, 8},
+    {"expm1", kn_expm1, expm1, C_FLOAT, false, -3, 3},
+    {"log", kn_log, log, C_FLOAT, false, 1, 50},
+    {"log1p", kn_log1p, log1p, C_FLOAT, false, 0, 50},
+    {"log2", kn_log2, log2, C_FLOAT, false, 1, 50},
+    {"sqrt", kn_sqrt, sqrt, C_FLOAT, false, 0, 50},
+    {"rsqrt", kn_rsqrt, r_rsqrt, C_FLOAT, false, 1, 50},
+    {"reciprocal", kn_reciprocal, r_recip, C_FLOAT, false, 1, 9},
+    {"sin", kn_sin, sin, C_FLOAT, false, -10, 10},
+    {"cos", kn_cos, cos, C_FLOAT, false, -10, 10},
+    {"tanh", kn_tanh, tanh, C_FLOAT, false, -4, 4},
+    {"sigmoid", kn_sigmoid, r_sigmoid, C_FLOAT, false, -8, 8},
+    {"leaky_relu", leaky, r_leaky, C_FLOAT, false, -4, 4},
+    {"gelu", kn_gelu, r_gelu, C_FLOAT, false, -4, 4},
+    {"gelu_tanh", kn_gelu_tanh, r_gelu_tanh, C_FLOAT, false, -4, 4},
+    {"silu", kn_silu, r_silu, C_FLOAT, false, -6, 6},
+    {"softplus", softplus2, r_softplus, C_FLOAT, false, -6, 12},
+    {"erf", kn_erf, erf, C_FLOAT, false, -3, 3},
+    {"floor", kn_floor, floor, C_FLOAT, false, -4, 4},
+    {"ceil", kn_ceil, ceil, C_FLOAT, false, -4, 4},
+    {"round", kn_round, nearbyint, C_FLOAT, false, -4, 4},
+    {"trunc", kn_trunc, trunc, C_FLOAT, false, -4, 4},
+    {"logical_not", kn_logical_not, r_lognot, C_ALL, true, -2, 2},
+    {"isnan", kn_isnan, r_isnan, C_ALL, true, -2, 2},
+    {"isinf", kn_isinf, r_isinf, C_ALL, true, -2, 2},
+    {"isfinite", kn_isfinite, r_isfinite, C_ALL, true, -2, 2},
+};
+
+/* Applies one unary op to x (any layout) and checks it against the reference. */
+static void check_unary(const unary_case *u, kn_tensor *x, const char *layout) {
+    kn_dtype d = kn_dtype_of(x), cd = compute_dtype(u->cls, d), od = u->bool_out ? KN_BOOL : cd;
+    double *v = read_f64(x);
+    int64_t n = kn_numel(x);
+    double *want = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) want[i] = as_dtype(u->ref(v[i]), od);
+    kn_tensor *y = u->op(x);
+    char what[96];
+    snprintf(what, sizeof what, "%s %s (%s)", u->name, kn_dtype_name(d), layout);
+    if (y && kn_dtype_of(y) != od) test_fail(__FILE__, __LINE__, "%s: output dtype %s, expected %s", what,
+                                             kn_dtype_name(kn_dtype_of(y)), kn_dtype_name(od));
+    CHECK_CLOSE(y, want, tol_for(od), what);
+    free(v);
+    free(want);
+}
+
+static void test_unary_ops_every_dtype(void) {
+    for (size_t k = 0; k < sizeof UNARY / sizeof UNARY[0]; k++)
+        for (int j = 0; j < KN_DTYPE_COUNT; j++) {
+            if (!in_class(UNARY[k].cls, ALL_DTYPES[j])) continue;
+            kn_tensor *x = rand_tensor(KN_SHAPE(5, 37), ALL_DTYPES[j], UNARY[k].lo, UNARY[k].hi);
+            check_unary(&UNARY[k], x, "contiguous");
+            check_unary(&UNARY[k], non_contiguous_copy(x), "transposed");
+            check_unary(&UNARY[k], kn_slice(x, 1, -1, -38, -2), "reversed step -2");
+            check_unary(&UNARY[k], kn_select(x, 0, 2), "row");
+            check_unary(&UNARY[k], kn_select(kn_select(x, 0, 1), 0, 3), "0-d");
+            check_unary(&UNARY[k], kn_narrow(x, 0, 1, 0), "zero-size");
+        }
+}
+
+static void test_unary_special_values(void) {
+    double v[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, -1.0, 1e30, -1e30};
+    kn_tensor *x = tensor_from(v, KN_SHAPE(8), KN_F32);
+    for (size_t k = 0; k < sizeof UNARY / sizeof UNARY[0]; k++) check_unary(&UNARY[k], x, "special values");
+    kn_tensor *i = tensor_from((double[]){-7, 0, 5, -1}, KN_SHAPE(4), KN_I32);
+    double *got = read_f64(kn_bitwise_not(i));
+    CHECK(got && got[0] == 6 && got[1] == -1 && got[2] == -6 && got[3] == 0);
+    free(got);
+    kn_tensor *b = tensor_from((double[]){0, 1}, KN_SHAPE(2), KN_BOOL);
+    got = read_f64(kn_bitwise_not(b));
+    CHECK(got && got[0] == 1 && got[1] == 0);
+    free(got);
+    kn_tensor *big = tensor_from((double[]){-2147483648.0}, KN_SHAPE(1), KN_I32);
+    CHECK_CLOSE(kn_abs(big), ((double[]){-2147483648.0}), tol_for(KN_I32), "abs(INT32_MIN) wraps");
+}
+
+/* ---- binary ----------------------------------------------------------------------------- */
+static double b_add(double x, double y) { return x + y; }
+static double b_sub(double x, double y) { return x - y; }
+static double b_mul(double x, double y) { return x * y; }
+static double b_div(double x, double y) { return x / y; }
+static double b_floordiv(double x, double y) { return floor(x / y); }
+static double b_rem(double x, double y) { double r = fmod(x, y); return r != 0 && (r < 0) != (y < 0) ? r + y : r; }
+static double b_max(double x, double y) { return isnan(x) || isnan(y) ? NAN : x > y ? x : y; }
+static double b_min(double x, double y) { return isnan(x) || isnan(y) ? NAN : x < y ? x : y; }
+static double b_eq(double x, double y) { return x == y; }
+static double b_ne(double x, double y) { return x != y; }
+static double b_lt(double x, double y) { return x < y; }
+static double b_le(double x, double y) { return x <= y; }
+static double b_gt(double x, double y) { return x > y; }
+static double b_ge(double x, double y) { return x >= y; }
+static double b_land(double x, double y) { return x != 0 && y != 0; }
+static double b_lor(double x, double y) { return x != 0 || y != 0; }
+static double b_lxor(double x, double y) { return (x != 0) != (y != 0); }
+static double b_band(double x, double y) { return (double)((int64_t)x & (int64_t)y); }
+static double b_bor(double x, double y) { return (double)((int64_t)x | (int64_t)y); }
+static double b_bxor(double x, double y) { return (double)((int64_t)x ^ (int64_t)y); }
+static double b_shl(double x, double y) { return (double)(int64_t)((uint64_t)(int64_t)x << (int)y); }
+static double b_shr(double x, double y) { return (double)((int64_t)x >> (int)y); }
+
+typedef struct binary_case {
+    const char *name;
+    kn_tensor *(*op)(kn_tensor *, kn_tensor *);
+    double (*ref)(double, double);
+    int cls;
+    bool bool_out, nonzero_y, pow_like, shift;
+} binary_case;
+
+static const binary_case BINARY[] = {
+    {"add", kn_add, b_add, C_NUMERIC, false, false, false, false},
+    {"sub", kn_sub, b_sub, C_NUMERIC, false, false, false, false},
+    {"mul", kn_mul, b_mul, C_NUMERIC, false, false, false, false},
+    {"div", kn_div, b_div, C_FLOAT, false, true, false, false},
+    {"floor_divide", kn_floor_divide, b_floordiv, C_NUMERIC, false, true, false, false},
+    {"remainder", kn_remainder, b_rem, C_NUMERIC, false, true, false, false},
+    {"pow", kn_pow, pow, C_NUMERIC, false, false, true, false},
+    {"maximum", kn_maximum, b_max, C_NUMERIC, false, false, false, false},
+    {"minimum", kn_minimum, b_min, C_NUMERIC, false, false, false, false},
+    {"eq", kn_eq, b_eq, C_ALL, true, false, false, false},
+    {"ne", kn_ne, b_ne, C_ALL, true, false, false, false},
+    {"lt", kn_lt, b_lt, C_ALL, true, false, false, false},
+    {"le", kn_le, b_le, C_ALL, true, false, false, false},
+    {"gt", kn_gt, b_gt, C_ALL, true, false, false, false},
+    {"ge", kn_ge, b_ge, C_ALL, true, false, false, false},
+    {"logical_and", kn_logical_and, b_land, C_ALL, true, false, false, false},
+    {"logical_or", kn_logical_or, b_lor, C_ALL, true, false, false, false},
+    {"logical_xor", kn_logical_xor, b_lxor, C_ALL, true, false, false, false},
+    {"bitwise_and", kn_bitwise_and, b_band, C_INT, false, false, false, false},
+    {"bitwise_or", kn_bitwise_or, b_bor, C_INT, false, false, false, false},
+    {"bitwise_xor", kn_bitwise_xor, b_bxor, C_INT, false, false, false, false},
+    {"bitwise_left_shift", kn_bitwise_left_shift, b_shl, C_INT, false, false, false, true},
+    {"bitwise_right_shift", kn_bitwise_right_shift, b_shr, C_INT, false, false, false, true},
+};
+
+/* Operands for one case: small integers (so integer results are exact) with the sign mix
+ * the op needs; no zero divisor, non-negative integer exponents, shifts below 8. */
+static void binary_operands(const binary_case *b, kn_dtype d, kn_shape sx, kn_shape sy, kn_tensor **x, kn_tensor **y) {
+    bool fl = kn_dtype_is_float(d);
+    if (b->pow_like) {
+        *x = rand_tensor(sx, d, fl ? 0.25 : -4, fl ? 3 : 5);
+        *y = rand_tensor(sy, d, fl ? -2 : 0, fl ? 2 : 4);
+    } else if (b->shift) {
+        *x = rand_tensor(sx, d, -100, 100);
+        *y = rand_tensor(sy, d, 0, d == KN_BOOL ? 1 : 8);
+    } else {
+        *x = rand_tensor(sx, d, -20, 20);
+        int64_t n = kn_shape_numel(sy);
+        double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+        rand_fill(v, n, -7, 7);
+        for (int64_t i = 0; i < n; i++) {
+            if (!fl) v[i] = floor(v[i]);
+            if (b->nonzero_y && fabs(v[i]) < 0.5) v[i] = 3;
+            if (d == KN_BOOL) v[i] = v[i] > 0;
+        }
+        *y = tensor_from(v, sy, d);
+        free(v);
+    }
+}
+
+static void check_binary(const binary_case *b, kn_tensor *x, kn_tensor *y, const char *layout) {
+    kn_dtype d = kn_dtype_of(x), cd = compute_dtype(b->cls, d), od = b->bool_out ? KN_BOOL : cd;
+    kn_shape sx = kn_shape_of(x), sy = kn_shape_of(y), so;
+    CHECK(kn_broadcast_shapes("test", sx, sy, &so));
+    double *vx = read_f64(x), *vy = read_f64(y);
+    int64_t n = kn_shape_numel(so);
+    double *want = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    int64_t idx[KN_MAX_DIMS];
+    for (int64_t i = 0; i < n; i++) {
+        unravel(i, so, idx);
+        double a = vx[ravel_broadcast(idx, so.n, sx)], c = vy[ravel_broadcast(idx, so.n, sy)];
+        want[i] = as_dtype(b->ref(a, c), od);
+    }
+    kn_tensor *z = b->op(x, y);
+    char what[128];
+    snprintf(what, sizeof what, "%s %s (%s)", b->name, kn_dtype_name(d), layout);
+    if (z && kn_dtype_of(z) != od) test_fail(__FILE__, __LINE__, "%s: output dtype %s, expected %s", what,
+                                             kn_dtype_name(kn_dtype_of(z)), kn_dtype_name(od));
+    if (z) check_shape(z, so, __FILE__, __LINE__);
+    CHECK_CLOSE(z, want, tol_for(od), what);
+    free(vx);
+    free(vy);
+    free(want);
+}
+
+static void test_binary_ops_every_dtype_and_broadcast(void) {
+    static const struct { kn_shape x, y; const char *what; } shapes[] = {
+        {KN_SHAPE(4, 33), KN_SHAPE(4, 33), "same shape"},
+        {KN_SHAPE(4, 1), KN_SHAPE(1, 33), "size-1 dims"},
+        {KN_SHAPE0, KN_SHAPE(3, 5), "0-d with dimensioned"},
+        {KN_SHAPE(2, 3, 5), KN_SHAPE0, "dimensioned with 0-d"},
+        {KN_SHAPE(0, 5), KN_SHAPE(1, 5), "zero-size"},
+        {KN_SHAPE(7), KN_SHAPE(2, 7), "rank broadcast"},
+    };
+    for (size_t k = 0; k < sizeof BINARY / sizeof BINARY[0]; k++)
+        for (int j = 0; j < KN_DTYPE_COUNT; j++) {
+            kn_dtype d = ALL_DTYPES[j];
+            if (!in_class(BINARY[k].cls, d) || (BINARY[k].shift && d == KN_BOOL)) continue;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                kn_tensor *x, *y;
+                binary_operands(&BINARY[k], d, shapes[s].x, shapes[s].y, &x, &y);
+                check_binary(&BINARY[k], x, y, shapes[s].what);
+            }
+            kn_tensor *x, *y;
+            binary_operands(&BINARY[k], d, KN_SHAPE(6, 9), KN_SHAPE(9, 6), &x, &y);
+            check_binary(&BINARY[k], non_contiguous_copy(x), kn_transpose(y, 0, 1), "transposed");
+            check_binary(&BINARY[k], kn_slice(x, 1, -1, -10, -1), kn_slice(kn_transpose(y, 0, 1), 0, -1, -7, -1),
+                         "negative strides");
+        }
+}
+
+static void test_python_integer_division(void) {
+    double xs[] = {7, -7, 7, -7, 0, -1, 6, -6};
+    double ys[] = {2, 2, -2, -2, 3, 5, -4, 4};
+    double fd[] = {3, -4, -4, 3, 0, -1, -2, -2};
+    double rm[] = {1, 1, -1, -1, 0, 4, -2, 2};
+    for (int k = 0; k < 2; k++) {
+        kn_dtype d = k ? KN_I64 : KN_I32;
+        kn_tensor *x = tensor_from(xs, KN_SHAPE(8), d), *y = tensor_from(ys, KN_SHAPE(8), d);
+        CHECK_CLOSE(kn_floor_divide(x, y), fd, tol_for(d), "floor_divide");
+        CHECK_CLOSE(kn_remainder(x, y), rm, tol_for(d), "remainder");
+    }
+    kn_tensor *x = tensor_from(xs, KN_SHAPE(8), KN_F32), *y = tensor_from(ys, KN_SHAPE(8), KN_F32);
+    CHECK_CLOSE(kn_floor_divide(x, y), fd, tol_for(KN_F32), "float floor_divide");
+    CHECK_CLOSE(kn_remainder(x, y), rm, tol_for(KN_F32), "float remainder");
+}
+
+static void test_integer_domain_errors(void) {
+    kn_tensor *x = tensor_from((double[]){1, 2, 3}, KN_SHAPE(3), KN_I32);
+    kn_tensor *zero = tensor_from((double[]){1, 0, 1}, KN_SHAPE(3), KN_I32);
+    kn_tensor *q = kn_floor_divide(x, zero); /* strict mode: reported at the next sync */
+    (void)q;
+    CHECK_ERROR(kn_sync() == KN_OK, KN_ERR_ARG, "floor_divide");
+    kn_remainder(x, zero);
+    CHECK_ERROR(kn_sync() == KN_OK, KN_ERR_ARG, "division by zero");
+    kn_pow(x, tensor_from((double[]){2, -1, 0}, KN_SHAPE(3), KN_I64));
+    CHECK_ERROR(kn_sync() == KN_OK, KN_ERR_ARG, "pow");
+    kn_pow_scalar(x, -2);
+    CHECK_ERROR(kn_sync() == KN_OK, KN_ERR_ARG, "negative integer power");
+    /* Float division by zero is not an error. */
+    double want[3] = {INFINITY, INFINITY, INFINITY};
+    CHECK_CLOSE(kn_div(x, kn_zeros(KN_SHAPE(3), KN_I32)), want, tol_for(KN_F32), "1/0");
+    CHECK_ERROR(kn_add(x, kn_zeros(KN_SHAPE(4), KN_I32)) != NULL, KN_ERR_SHAPE, "add");
+    CHECK_ERROR(kn_add(x, NULL) != NULL, KN_ERR_NULL, "add");
+    CHECK_ERROR(kn_neg(kn_zeros(KN_SHAPE(2), KN_BOOL)) != NULL, KN_ERR_DTYPE, "bool");
+    CHECK_ERROR(kn_bitwise_and(kn_zeros(KN_SHAPE(2), KN_F32), kn_zeros(KN_SHAPE(2), KN_F32)) != NULL, KN_ERR_DTYPE,
+                "bitwise_and");
+    CHECK_ERROR(kn_clamp(x, 2, 1) != NULL, KN_ERR_ARG, "clamp");
+    CHECK_ERROR(kn_softplus(x, 0, 20) != NULL, KN_ERR_ARG, "softplus");
+}
+
+static void test_nan_propagation(void) {
+    kn_tensor *x = tensor_from((double[]){NAN, 1, NAN, -INFINITY}, KN_SHAPE(4), KN_F32);
+    kn_tensor *y = tensor_from((double[]){2, NAN, NAN, 0}, KN_SHAPE(4), KN_F32);
+    CHECK_CLOSE(kn_maximum(x, y), ((double[]){NAN, NAN, NAN, 0}), tol_for(KN_F32), "maximum");
+    CHECK_CLOSE(kn_minimum(x, y), ((double[]){NAN, NAN, NAN, -INFINITY}), tol_for(KN_F32), "minimum");
+    CHECK_CLOSE(kn_clamp(x, -1, 0.5), ((double[]){NAN, 0.5, NAN, -1}), tol_for(KN_F32), "clamp");
+    CHECK_CLOSE(kn_clamp(x, -INFINITY, INFINITY), ((double[]){NAN, 1, NAN, -INFINITY}), tol_for(KN_F32), "clamp inf");
+    CHECK_CLOSE(kn_eq(x, x), ((double[]){0, 1, 0, 1}), tol_for(KN_BOOL), "NaN != NaN");
+}
+
+/* ---- promotion ---------------------------------------------------------------------------- */
+static void test_type_promotion(void) {
+    static const struct { kn_dtype a; bool a0; kn_dtype b; bool b0; kn_dtype want; } rules[] = {
+        {KN_I32, false, KN_F16, false, KN_F16},  {KN_F16, false, KN_BF16, false, KN_F32},
+        {KN_I64, true, KN_F32, false, KN_F32},   {KN_F64, true, KN_F32, false, KN_F32},
+        {KN_BOOL, false, KN_I32, false, KN_I32}, {KN_I32, false, KN_I64, false, KN_I64},
+        {KN_F32, false, KN_F64, false, KN_F64},  {KN_F32, true, KN_I64, false, KN_F32},
+        {KN_I64, true, KN_I32, false, KN_I32},   {KN_F64, true, KN_F32, true, KN_F64},
+        {KN_BOOL, false, KN_BOOL, false, KN_BOOL},
+    };
+    for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++) {
+        kn_tensor *a = rules[k].a0 ? kn_scalar(3, rules[k].a) : kn_full(KN_SHAPE(2, 3), 1, rules[k].a);
+        kn_tensor *b = rules[k].b0 ? kn_scalar(2, rules[k].b) : kn_full(KN_SHAPE(2, 3), 1, rules[k].b);
+        kn_tensor *s = rules[k].a == KN_BOOL && rules[k].b == KN_BOOL ? kn_logical_or(a, b) : kn_add(a, b);
+        CHECK_MSG(s && kn_dtype_of(s) == rules[k].want, "%s%s + %s%s gave %s, expected %s", kn_dtype_name(rules[k].a),
+                  rules[k].a0 ? " 0-d" : "", kn_dtype_name(rules[k].b), rules[k].b0 ? " 0-d" : "",
+                  s ? kn_dtype_name(kn_dtype_of(s)) : "NULL", kn_dtype_name(rules[k].want));
+        kn_tensor *m = kn_dtype_of(s) == KN_BOOL ? kn_logical_and(b, a) : kn_mul(b, a);
+        CHECK(m && kn_dtype_of(m) == kn_dtype_of(s));
+    }
+    kn_tensor *i = kn_full(KN_SHAPE(3), 2, KN_I32);
+    kn_tensor *f = kn_add_scalar(i, 0.5);
+    CHECK(f && kn_dtype_of(f) == KN_F32);
+    CHECK_CLOSE(f, ((double[]){2.5, 2.5, 2.5}), tol_for(KN_F32), "int + 0.5");
+    kn_tensor *j = kn_add_scalar(i, 3);
+    CHECK(j && kn_dtype_of(j) == KN_I32);
+    kn_tensor *h = kn_mul_scalar(kn_full(KN_SHAPE(2), 1.5, KN_F16), 1e10); /* does not widen f16 */
+    CHECK(h && kn_dtype_of(h) == KN_F16);
+    CHECK_CLOSE(h, ((double[]){INFINITY, INFINITY}), tol_for(KN_F16), "f16 * 1e10 overflows");
+    kn_tensor *bl = kn_add_scalar(kn_full(KN_SHAPE(2), 1, KN_BOOL), 2);
+    CHECK(bl && kn_dtype_of(bl) == KN_I64);
+    CHECK_CLOSE(kn_div(i, kn_full(KN_SHAPE(3), 4, KN_I64)), ((double[]){0.5, 0.5, 0.5}), tol_for(KN_F32), "int / int");
+}
+
+/* ---- ternary ------------------------------------------------------------------------------ */
+static void test_ternary_ops(void) {
+    for (int j = 0; j < KN_DTYPE_COUNT; j++) {
+        kn_dtype d = ALL_DTYPES[j];
+        kn_tensor *c = rand_tensor(KN_SHAPE(3, 1), KN_BOOL, 0, 1);
+        kn_tensor *a = rand_tensor(KN_SHAPE(3, 8), d, -9, 9), *b = rand_tensor(KN_SHAPE(8), d, -9, 9);
+        double *vc = read_f64(c), *va = read_f64(a), *vb = read_f64(b), want[24];
+        for (int i = 0; i < 24; i++) want[i] = vc[i / 8] != 0 ? va[i] : vb[i % 8];
+        CHECK_CLOSE(kn_where(c, a, b), want, tol_for(d), kn_dtype_name(d));
+        CHECK_CLOSE(kn_where(c, non_contiguous_copy(a), kn_slice(kn_slice(b, 0, -1, -9, -1), 0, -1, -9, -1)), want, tol_for(d),
+                    "where, strided");
+        if (d == KN_BOOL) {
+            free(vc), free(va), free(vb);
+            continue;
+        }
+        kn_tensor *z = rand_tensor(KN_SHAPE(3, 8), d, 1, 4);
+        double *vz = read_f64(z);
+        if (kn_dtype_is_float(d)) {
+            for (int i = 0; i < 24; i++) want[i] = va[i] + 0.5 * vb[i % 8] * vz[i];
+            CHECK_CLOSE(kn_addcmul(a, b, z, 0.5), want, tol_for(d), "addcmul");
+            for (int i = 0; i < 24; i++) want[i] = va[i] + 0.5 * vb[i % 8] / vz[i];
+            CHECK_CLOSE(kn_addcdiv(a, b, z, 0.5), want, tol_for(d), "addcdiv");
+            kn_tensor *w = rand_tensor(KN_SHAPE(3, 8), d, 0, 1);
+            double *vw = read_f64(w);
+            for (int i = 0; i < 24; i++) want[i] = va[i] + vw[i] * (vb[i % 8] - va[i]);
+            tolerance t = tol_for(d);
+            t.atol *= 20; /* |end - start| reaches 18 */
+            CHECK_CLOSE(kn_lerp(a, b, w), want, t, "lerp");
+            for (int i = 0; i < 24; i++) want[i] = va[i] + 0.25 * (vb[i % 8] - va[i]);
+            CHECK_CLOSE(kn_lerp_scalar(a, b, 0.25), want, t, "lerp_scalar");
+            free(vw);
+        } else {
+            for (int i = 0; i < 24; i++) want[i] = va[i] + 2 * vb[i % 8] * vz[i];
+            CHECK_CLOSE(kn_addcmul(a, b, z, 2), want, tol_for(d), "integer addcmul");
+        }
+        free(vc), free(va), free(vb), free(vz);
+    }
+    kn_tensor *one = kn_ones(KN_SHAPE(2), KN_F32);
+    CHECK_CLOSE(kn_lerp_scalar(one, kn_full(KN_SHAPE(2), 3, KN_F32), 1.0), ((double[]){3, 3}), tol_for(KN_F32), "lerp end exact");
+    CHECK_ERROR(kn_where(NULL, one, one) != NULL, KN_ERR_NULL, "where");
+    CHECK_ERROR(kn_where(kn_ones(KN_SHAPE(3), KN_BOOL), one, one) != NULL, KN_ERR_SHAPE, "where");
+}
+
+int main(void) {
+    RUN(test_unary_ops_every_dtype);
+    RUN(test_unary_special_values);
+    RUN(test_binary_ops_every_dtype_and_broadcast);
+    RUN(test_python_integer_division);
+    RUN(test_integer_domain_errors);
+    RUN(test_nan_propagation);
+    RUN(test_type_promotion);
+    RUN(test_ternary_ops);
+    return test_summary();
+}
