@@ -17,7 +17,8 @@ kn_tensor *kn_stack(kn_tensor *const *tensors, int n, int64_t dim);
 kn_status kn_split(kn_tensor *x, int64_t split_size, int64_t dim, kn_tensor **out, int max_out, int *n_out);
 /* Views of x in pieces of the given sizes (which must add up to the dim's size). */
 kn_status kn_split_sizes(kn_tensor *x, const int64_t *sizes, int n, int64_t dim, kn_tensor **out);
-/* Views of x in `chunks` near-equal pieces (torch.chunk: fewer if the dim is short). */
+/* Views of x in `chunks` near-equal pieces (torch.chunk: fewer if the dim is short; an empty
+ * dim gives `chunks` empty pieces). out must hold `chunks` handles. */
 kn_status kn_chunk(kn_tensor *x, int chunks, int64_t dim, kn_tensor **out, int *n_out);
 
 typedef enum kn_pad_mode { KN_PAD_CONSTANT = 0, KN_PAD_REFLECT, KN_PAD_REPLICATE } kn_pad_mode;
@@ -37,7 +38,8 @@ kn_tensor *kn_repeat_interleave(kn_tensor *x, int64_t repeats, int64_t dim);
 /* Keeps the lower (tril) or upper (triu) triangle of the last two dims, relative to diagonal. */
 kn_tensor *kn_tril(kn_tensor *x, int64_t diagonal);
 kn_tensor *kn_triu(kn_tensor *x, int64_t diagonal);
-/* i64 one-hot vectors along a new last dim; num_classes -1 uses max(indices) + 1. */
+/* i64 one-hot vectors along a new last dim from i32/i64 indices; num_classes -1 uses
+ * max(indices) + 1. Waits for the indices (the checks and the shape need their values). */
 kn_tensor *kn_one_hot(kn_tensor *indices, int64_t num_classes);
 /* Coordinate grids from n 1-d tensors: "ij" indexing, or "xy" (first two dims swapped). */
 kn_status kn_meshgrid(kn_tensor *const *tensors, int n, bool xy_indexing, kn_tensor **out);
