@@ -39,9 +39,6 @@ kn_tensor *kn_scaled_dot_product_attention(kn_tensor *q, kn_tensor *k, kn_tensor
         if (in[i]->ndim < 2 || in[i]->ndim > KN_MAX_DIMS - 1)
             return kn_op_fail(&c, KN_ERR_SHAPE, "%s must be [..., H, T, D] (2 to %d dims)", names[i], KN_MAX_DIMS - 1);
     }
-    if (mask && kn_dtype_is_int(mask->dtype))
-        return kn_op_fail(&c, KN_ERR_DTYPE, "mask must be bool (true = attend) or float (added), not %s",
-                          kn_dtype_name(mask->dtype));
     if (!(opts.dropout_p >= 0 && opts.dropout_p <= 1))
         return kn_op_fail(&c, KN_ERR_ARG, "dropout_p %g is outside [0, 1]", opts.dropout_p);
     if (!isfinite(opts.scale)) return kn_op_fail(&c, KN_ERR_ARG, "scale %g is not finite", opts.scale);
