@@ -34,8 +34,9 @@ kn_tensor *kn_bce_loss(kn_tensor *p, kn_tensor *y, kn_tensor *weight, kn_reducti
 kn_tensor *kn_bce_with_logits(kn_tensor *x, kn_tensor *y, kn_tensor *weight, kn_tensor *pos_weight,
                               kn_reduction reduction);
 
-/* Zeroes each element with probability p (Philox) and scales the rest by 1/(1-p); x itself
- * when not training or p is 0. */
+/* Zeroes each element with probability p in [0, 1] (Philox: the same seed gives the same mask
+ * in every mode and layout) and scales the rest by 1/(1-p); p = 1 gives zeros. When not
+ * training or p is 0, a new handle to x's values (sharing its storage). */
 kn_tensor *kn_dropout(kn_tensor *x, double p, bool training);
 
 /* Attention options; scale 0 means 1/sqrt(D). */
@@ -46,7 +47,9 @@ typedef struct kn_sdpa_opts {
 } kn_sdpa_opts;
 /* softmax(q k^T * scale + mask) v for q [..., H, Tq, D], k [..., Hkv, Tk, D], v [..., Hkv, Tk, Dv]
  * (Hkv divides H: grouped-query heads share k and v). mask broadcasts to [..., H, Tq, Tk]: bool
- * (true = attend) or float (added), or NULL. causal masks key j > query i + (Tk - Tq). The CPU
+ * (true = attend) or float (added), or NULL. causal masks key j > query i + (Tk - Tq) (aligned
+ * bottom-right, as for a KV cache; PyTorch's is_causal aligns top-left when Tq != Tk). A query
+ * with no allowed key gives NaN, as in PyTorch; no keys at all (Tk = 0) gives zeros. The CPU
  * kernel works in blocks with an online softmax and never builds the Tq x Tk matrix. */
 kn_tensor *kn_scaled_dot_product_attention(kn_tensor *q, kn_tensor *k, kn_tensor *v, kn_tensor *mask,
                                            kn_sdpa_opts opts);

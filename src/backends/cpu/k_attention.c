@@ -1,0 +1,211 @@
+/* CPU scaled dot-product attention: for each (batch, head, block of queries), a sweep over
+ * blocks of keys with an online softmax (running max and sum per query), both products of a
+ * block (q k^T and p v) through BLAS GEMM. Memory is O(block^2 + block * D) per thread, never
+ * Tq x Tk; key blocks past the causal diagonal are skipped. A query with no allowed key
+ * gives NaN, as PyTorch's softmax of an all -inf row does. */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/k_loss.h"
+#include "core/error.h"
+
+enum { BLOCK_Q = 64, BLOCK_K = 128 };
+
+/* The problem, with q, k, v as [batch..., heads, T, cols] and mask as [batch..., H, Tq, Tk]. */
+typedef struct attn_problem {
+    int batch_dims;
+    int64_t batches, H, Hkv, Tq, Tk, D, Dv;
+    double scale, out_scale;
+    bool causal, dropout;
+    uint64_t seed, offset, threshold;
+} attn_problem;
+
+/* One operand as the kernel reads it: unit column stride, row stride `ld`. */
+typedef struct attn_operand {
+    const kn_tensor *t; /* for its batch strides */
+    const char *base;
+    int64_t head_stride, ld;
+} attn_operand;
+
+static int64_t batch_offset(const kn_tensor *t, int batch_dims, int64_t b) {
+    int64_t off = 0;
+    for (int d = batch_dims - 1; d >= 0; d--) {
+        off += (b % t->shape[d]) * t->stride[d];
+        b /= t->shape[d];
+    }
+    return off;
+}
+
+/* The mask of (batch b, head h) as a function of (query i, key j). */
+typedef struct attn_mask {
+    const char *base; /* NULL: no mask */
+    bool is_bool;
+    int64_t is, js;   /* element strides */
+} attn_mask;
+
+#define ATTENTION(SUF, T, GEMM)                                                                            \
+    static void attention_task_##SUF(const attn_problem *P, const attn_operand *q, const attn_operand *k,    \
+                                     const attn_operand *v, const attn_mask *mask_bh, int64_t b, int64_t h,  \
+                                     int64_t i0, T *S, T *acc, T *m, T *l, T *out) {                          \
+        const int64_t bq = P->Tq - i0 < BLOCK_Q ? P->Tq - i0 : BLOCK_Q, D = P->D, Dv = P->Dv;               \
+        const int64_t hk = h / (P->H / P->Hkv), shift = P->Tk - P->Tq;                                      \
+        const T *qp = (const T *)q->base + batch_offset(q->t, P->batch_dims, b) + h * q->head_stride + i0 * q->ld; \
+        const T *kp = (const T *)k->base + batch_offset(k->t, P->batch_dims, b) + hk * k->head_stride;      \
+        const T *vp = (const T *)v->base + batch_offset(v->t, P->batch_dims, b) + hk * v->head_stride;      \
+        for (int64_t r = 0; r < bq; r++) m[r] = -INFINITY, l[r] = 0;                                         \
+        memset(acc, 0, sizeof(T) * (size_t)(bq * Dv));                                                      \
+        /* Keys at or past j_end are masked for every query of the block. */                                \
+        int64_t j_end = P->Tk;                                                                               \
+        if (P->causal && i0 + bq + shift < j_end) j_end = i0 + bq + shift;                                   \
+        for (int64_t j0 = 0; j0 < j_end; j0 += BLOCK_K) {                                                    \
+            const int64_t bk = j_end - j0 < BLOCK_K ? j_end - j0 : BLOCK_K;                                  \
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)bq, (int)bk, (int)D, (T)P->scale, qp,        \
+                 (int)q->ld, kp + j0 * k->ld, (int)k->ld, 0, S, BLOCK_K);                                    \
+            for (int64_t r = 0; r < bq; r++) {                                                               \
+                T *restrict row = S + r * BLOCK_K;                                                           \
+                const int64_t i = i0 + r;                                                                    \
+                if (mask_bh->base) {                                                                         \
+                    const char *mrow = mask_bh->base;                                                        \
+                    if (mask_bh->is_bool) {                                                                  \
+                        const uint8_t *mb = (const uint8_t *)mrow + i * mask_bh->is + j0 * mask_bh->js;      \
+                        for (int64_t c = 0; c < bk; c++)                                                     \
+                            if (!mb[c * mask_bh->js]) row[c] = -INFINITY;                                    \
+                    } else {                                                                                 \
+                        const T *mf = (const T *)mrow + i * mask_bh->is + j0 * mask_bh->js;                  \
+                        for (int64_t c = 0; c < bk; c++) row[c] += mf[c * mask_bh->js];                      \
+                    }                                                                                        \
+                }                                                                                            \
+                if (P->causal)                                                                               \
+                    for (int64_t c = i + shift - j0 + 1 > 0 ? i + shift - j0 + 1 : 0; c < bk; c++)           \
+                        row[c] = -INFINITY;                                                                  \
+                T mx = m[r];                                                                                 \
+                for (int64_t c = 0; c < bk; c++) mx = row[c] > mx ? row[c] : mx;                             \
+                if (mx == -INFINITY) { /* nothing allowed yet: this block adds nothing */                    \
+                    for (int64_t c = 0; c < bk; c++) row[c] = 0;                                             \
+                    continue;                                                                                \
+                }                                                                                            \
+                const T alpha = kn_exp((T)(m[r] - mx));                                                      \
+                T sum = 0;                                                                                   \
+                for (int64_t c = 0; c < bk; c++) {                                                           \
+                    row[c] = kn_exp((T)(row[c] - mx));                                                       \
+                    sum += row[c];                                                                           \
+                }                                                                                            \
+                l[r] = l[r] * alpha + sum;                                                                   \
+                m[r] = mx;                                                                                   \
+                if (alpha != 1)                                                                              \
+                    for (int64_t d = 0; d < Dv; d++) acc[r * Dv + d] *= alpha;                               \
+                if (P->dropout) {                                                                            \
+                    uint64_t e0 = (uint64_t)(((b * P->H + h) * P->Tq + i) * P->Tk + j0);                     \
+                    for (int64_t c = 0; c < bk; c++)                                                         \
+                        if (!kn_dropout_keep(P->seed, P->offset, e0 + (uint64_t)c, P->threshold)) row[c] = 0; \
+                }                                                                                            \
+            }                                                                                                \
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)bq, (int)Dv, (int)bk, 1, S, BLOCK_K,       \
+                 vp + j0 * v->ld, (int)v->ld, 1, acc, (int)Dv);                                              \
+        }                                                                                                    \
+        T *o = out + ((b * P->H + h) * P->Tq + i0) * Dv;                                                     \
+        for (int64_t r = 0; r < bq; r++) {                                                                   \
+            const T f = (T)P->out_scale / l[r]; /* 0 / 0 = NaN for a query with no allowed key */           \
+            for (int64_t d = 0; d < Dv; d++) o[r * Dv + d] = acc[r * Dv + d] * f;                            \
+        }                                                                                                    \
+    }                                                                                                        \
+    static bool attention_##SUF(const attn_problem *P, const attn_operand *q, const attn_operand *k,         \
+                                const attn_operand *v, const kn_tensor *mask, T *out) {                      \
+        const int64_t q_blocks = (P->Tq + BLOCK_Q - 1) / BLOCK_Q, tasks = P->batches * P->H * q_blocks;     \
+        const int nd = mask ? mask->ndim : 0;                                                                \
+        int threads = kn_cpu_threads_for(tasks * BLOCK_Q * (P->Tk + 1) * (P->D + P->Dv + 1) / 16);         \
+        if (threads > tasks) threads = (int)tasks;                                                           \
+        int ok = 1;                                                                                          \
+        _Pragma("omp parallel num_threads(threads) reduction(& : ok)") {                                     \
+            T *S = malloc(sizeof(T) * BLOCK_Q * BLOCK_K), *acc = malloc(sizeof(T) * (size_t)(BLOCK_Q * P->Dv)); \
+            T *ml = malloc(sizeof(T) * 2 * BLOCK_Q);                                                         \
+            ok = S && acc && ml;                                                                             \
+            _Pragma("omp for schedule(dynamic)")                                                             \
+            for (int64_t task = 0; task < tasks; task++) {                                                   \
+                if (!ok) continue;                                                                           \
+                int64_t qb = task % q_blocks, bh = task / q_blocks, h = bh % P->H, b = bh / P->H;            \
+                attn_mask mb = {0};                                                                          \
+                if (mask) {                                                                                  \
+                    mb.is_bool = mask->dtype == KN_BOOL;                                                     \
+                    mb.is = mask->stride[nd - 2], mb.js = mask->stride[nd - 1];                              \
+                    mb.base = (const char *)kn_tensor_data(mask) +                                           \
+                              (batch_offset(mask, P->batch_dims, b) + h * mask->stride[nd - 3]) *            \
+                                  (int64_t)kn_dtype_size(mask->dtype);                                       \
+                }                                                                                            \
+                attention_task_##SUF(P, q, k, v, &mb, b, h, qb * BLOCK_Q, S, acc, ml, ml + BLOCK_Q, out);   \
+            }                                                                                                \
+            free(S);                                                                                         \
+            free(acc);                                                                                       \
+            free(ml);                                                                                        \
+        }                                                                                                    \
+        return ok;                                                                                           \
+    }
+ATTENTION(f32, float, cblas_sgemm)
+ATTENTION(f64, double, cblas_dgemm)
+
+/* An operand BLAS can read in place (unit column stride, row stride at least the row), else
+ * a contiguous copy in `compute` (16-bit operands are always widened). */
+static kn_status prepare_operand(kn_tensor *t, kn_dtype compute, kn_tensor **scratch, attn_operand *o) {
+    int nd = t->ndim;
+    int64_t rows = t->shape[nd - 2], cols = t->shape[nd - 1];
+    bool direct = t->dtype == compute && (t->stride[nd - 1] == 1 || cols <= 1) &&
+                  (t->stride[nd - 2] >= cols || rows <= 1) && t->stride[nd - 2] >= 1;
+    const kn_tensor *src = t;
+    *scratch = NULL;
+    if (!direct) {
+        *scratch = kn_tensor_alloc("scaled_dot_product_attention", compute, t->shape, nd, t->storage->device);
+        if (!*scratch) return kn_last_status();
+        kn_status st = kn_cpu_copy_into(*scratch, t);
+        if (st != KN_OK) return st;
+        src = *scratch;
+    }
+    int64_t ld = src->stride[nd - 2];
+    o->t = src;
+    o->base = kn_tensor_data(src);
+    o->head_stride = src->stride[nd - 3];
+    o->ld = ld > cols ? ld : cols > 1 ? cols : 1;
+    return KN_OK;
+}
+
+kn_status kn_cpu_attention_kernel(kn_node *n) {
+    kn_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *mask = n->attrs.i[1] ? n->in[3] : NULL;
+    kn_tensor *out = n->out[0];
+    int nd = q->ndim;
+    attn_problem P = {.batch_dims = nd - 3, .batches = 1, .H = q->shape[nd - 3], .Hkv = k->shape[nd - 3],
+                      .Tq = q->shape[nd - 2], .Tk = k->shape[nd - 2], .D = q->shape[nd - 1], .Dv = v->shape[nd - 1],
+                      .scale = n->attrs.f[0], .causal = n->attrs.i[0], .seed = n->rng_seed, .offset = n->rng_offset};
+    for (int d = 0; d < nd - 3; d++) P.batches *= q->shape[d];
+    double p = n->attrs.f[1];
+    P.dropout = p > 0;
+    P.threshold = kn_dropout_threshold(p);
+    P.out_scale = p >= 1 ? 0.0 : 1.0 / (1.0 - p);
+    int64_t count = kn_numel(out);
+    if (count == 0) return KN_OK;
+    if (P.Tk == 0) { /* softmax over no keys weighs nothing: zeros, as a product with an empty v */
+        memset(kn_tensor_data(out), 0, (size_t)count * kn_dtype_size(out->dtype));
+        return KN_OK;
+    }
+    kn_dtype compute = q->dtype == KN_F64 ? KN_F64 : KN_F32;
+    kn_tensor *scratch[4] = {0};
+    attn_operand ops[3];
+    kn_status st = KN_OK;
+    for (int i = 0; i < 3 && st == KN_OK; i++) st = prepare_operand(n->in[i], compute, &scratch[i], &ops[i]);
+    if (st == KN_OK && compute != out->dtype) {
+        scratch[3] = kn_tensor_alloc("scaled_dot_product_attention", compute, out->shape, out->ndim, out->storage->device);
+        if (!scratch[3]) st = kn_last_status();
+    }
+    if (st == KN_OK) {
+        void *dst = kn_tensor_data(scratch[3] ? scratch[3] : out);
+        /* Each thread runs its own small products: BLAS must not start threads of its own. */
+        int blas_threads = openblas_get_num_threads();
+        openblas_set_num_threads(1);
+        bool ok = compute == KN_F64 ? attention_f64(&P, &ops[0], &ops[1], &ops[2], mask, dst)
+                                    : attention_f32(&P, &ops[0], &ops[1], &ops[2], mask, dst);
+        openblas_set_num_threads(blas_threads);
+        if (!ok) st = kn_error(KN_ERR_OOM, "scaled_dot_product_attention: out of memory for the block buffers");
+        else if (scratch[3]) st = kn_cpu_copy_into(out, scratch[3]);
+    }
+    for (int i = 0; i < 4; i++) kn_tensor_decref(scratch[i]);
+    return st;
+}

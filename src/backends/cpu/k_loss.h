@@ -1,0 +1,20 @@
+/* Pieces the loss family's CPU kernel files share: the dropout draw and the attention kernel. */
+#ifndef KILN_BACKENDS_CPU_K_LOSS_H
+#define KILN_BACKENDS_CPU_K_LOSS_H
+
+#include "backends/cpu/cpu_kernels.h"
+#include "core/philox.h"
+#include "kiln/ops_loss.h"
+
+/* The keep threshold of drop probability p: a 32-bit draw at or above it keeps its element
+ * (p = 1 gives 2^32, which keeps nothing). */
+static inline uint64_t kn_dropout_threshold(double p) { return (uint64_t)(p * 4294967296.0); }
+
+/* Whether element e of a dropout draw is kept: word e % 4 of Philox counter offset + e / 4. */
+static inline bool kn_dropout_keep(uint64_t seed, uint64_t offset, uint64_t e, uint64_t threshold) {
+    return kn_philox(seed, offset + e / 4).v[e % 4] >= threshold;
+}
+
+kn_status kn_cpu_attention_kernel(kn_node *n);
+
+#endif

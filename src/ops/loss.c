@@ -1,0 +1,162 @@
+/* Losses and dropout: argument checks, dtype promotion, broadcasting and the node layouts of
+ * defs/loss.def (the math is in the CPU kernels, backends/cpu/k_loss.c). */
+#include <math.h>
+#include <stdio.h>
+
+#include "core/runtime_impl.h"
+#include "exec/dispatch.h"
+#include "kiln/ops.h"
+#include "ops/loss_internal.h"
+
+bool kn_loss_set_input(kn_opctx *c, int i, kn_tensor *t, kn_dtype dtype, const kn_shape *shape, const char *what) {
+    kn_tensor *cast = t->dtype == dtype ? kn_retain(t) : kn_cast(t, dtype);
+    kn_tensor *wide = cast && shape ? kn_expand(cast, *shape) : kn_retain(cast);
+    kn_release(cast);
+    if (!wide) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", kn_last_error());
+        kn_op_fail(c, kn_last_status(), "%s: %s", what, msg);
+        return false;
+    }
+    kn_op_set_input(c, i, wide);
+    kn_release(wide);
+    return true;
+}
+
+static bool check_reduction(kn_opctx *c, kn_reduction r) {
+    if (r == KN_REDUCTION_MEAN || r == KN_REDUCTION_SUM || r == KN_REDUCTION_NONE) return true;
+    kn_op_fail(c, KN_ERR_ARG, "reduction %d is not mean, sum or none", (int)r);
+    return false;
+}
+
+/* cross_entropy and nll_loss: scores [N, C, d...] (or [C]) are handed over as [N, d..., C]. */
+static kn_tensor *class_loss(kn_op_id op, kn_tensor *scores, kn_tensor *target, kn_ce_opts o) {
+    bool nll = op == KN_OP_nll_loss;
+    kn_tensor *in[3] = {scores, target, o.weight};
+    kn_opctx c;
+    if (!kn_op_begin(&c, op, o.weight ? 3 : 2, in)) return NULL;
+    if (!check_reduction(&c, o.reduction)) return NULL;
+    if (!kn_dtype_is_float(scores->dtype))
+        return kn_op_fail(&c, KN_ERR_DTYPE, "input must be a float tensor, not %s", kn_dtype_name(scores->dtype));
+    if (scores->ndim < 1) return kn_op_fail(&c, KN_ERR_SHAPE, "input needs a class dim ([C], [N, C] or [N, C, d...])");
+    if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1))
+        return kn_op_fail(&c, KN_ERR_ARG, "label_smoothing %g is outside [0, 1]", o.label_smoothing);
+    if (nll && o.label_smoothing != 0) return kn_op_fail(&c, KN_ERR_ARG, "nll_loss takes no label smoothing");
+    int cdim = scores->ndim == 1 ? 0 : 1;
+    int64_t C = scores->shape[cdim];
+    kn_shape pos = {0}, order = {0};
+    for (int d = 0; d < scores->ndim; d++)
+        if (d != cdim) pos.v[pos.n++] = scores->shape[d], order.v[order.n++] = d;
+    order.v[order.n++] = cdim;
+
+    bool probs = kn_dtype_is_float(target->dtype);
+    if (probs && nll) return kn_op_fail(&c, KN_ERR_DTYPE, "target must hold class indices (i32 or i64)");
+    if (!probs && !kn_dtype_is_int(target->dtype))
+        return kn_op_fail(&c, KN_ERR_DTYPE, "target must be class indices (i32, i64) or class probabilities (float), not %s",
+                          kn_dtype_name(target->dtype));
+    kn_shape want = probs ? kn_shape_of(scores) : pos;
+    kn_shape have = kn_shape_of(target);
+    bool same = want.n == have.n;
+    for (int d = 0; same && d < want.n; d++) same = want.v[d] == have.v[d];
+    if (!same)
+        return kn_op_fail(&c, KN_ERR_SHAPE, "target must have shape %s (%s targets)",
+                          probs ? "the input's" : "[N, d...] (the input's without the class dim)",
+                          probs ? "probability" : "class-index");
+    if (o.weight && !kn_dtype_is_float(o.weight->dtype))
+        return kn_op_fail(&c, KN_ERR_DTYPE, "weight must be a float tensor, not %s", kn_dtype_name(o.weight->dtype));
+    if (o.weight && (o.weight->ndim != 1 || o.weight->shape[0] != C))
+        return kn_op_fail(&c, KN_ERR_SHAPE, "weight must have shape [%lld] (one per class)", (long long)C);
+
+    kn_tensor *moved = kn_permute(scores, order);
+    if (!moved) return kn_op_fail(&c, kn_last_status(), "%s", "could not move the class dim last");
+    kn_op_set_input(&c, 0, moved);
+    kn_release(moved);
+    if (probs) {
+        kn_tensor *tmoved = kn_permute(target, order);
+        bool ok = tmoved && kn_loss_set_input(&c, 1, tmoved, scores->dtype, NULL, "target");
+        kn_release(tmoved);
+        if (!ok) return c.node ? kn_op_fail(&c, kn_last_status(), "%s", "could not move the class dim last") : NULL;
+    }
+    c.node->attrs.i[0] = o.reduction;
+    c.node->attrs.i[1] = o.ignore_index;
+    c.node->attrs.i[2] = probs;
+    c.node->attrs.i[3] = o.weight != NULL;
+    c.node->attrs.f[0] = o.label_smoothing;
+    bool none = o.reduction == KN_REDUCTION_NONE;
+    if (!kn_op_output(&c, scores->dtype, pos.v, none ? pos.n : 0)) return NULL;
+    return kn_op_run(&c);
+}
+
+kn_tensor *kn_cross_entropy(kn_tensor *logits, kn_tensor *target, kn_ce_opts opts) {
+    return class_loss(KN_OP_cross_entropy, logits, target, opts);
+}
+
+kn_tensor *kn_nll_loss(kn_tensor *log_probs, kn_tensor *target, kn_ce_opts opts) {
+    return class_loss(KN_OP_nll_loss, log_probs, target, opts);
+}
+
+/* The pointwise losses: in = {x, y, weight or NULL, pos_weight or NULL}. x and y broadcast
+ * together; the weights must broadcast to their shape. */
+static kn_tensor *pointwise_loss(kn_op_id op, kn_tensor *const in[4], kn_reduction reduction, double beta) {
+    kn_tensor *present[4];
+    int n_in = 0;
+    for (int i = 0; i < 4; i++)
+        if (i < 2 || in[i]) present[n_in++] = in[i];
+    kn_opctx c;
+    if (!kn_op_begin(&c, op, n_in, present)) return NULL;
+    if (!check_reduction(&c, reduction)) return NULL;
+    if (!(beta >= 0)) return kn_op_fail(&c, KN_ERR_ARG, "beta %g must be >= 0", beta);
+    kn_shape shape;
+    if (!kn_broadcast_shapes(kn_op_name(op), kn_shape_of(in[0]), kn_shape_of(in[1]), &shape)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", kn_last_error());
+        return kn_op_fail(&c, KN_ERR_SHAPE, "input and target do not broadcast (%s)", msg);
+    }
+    kn_dtype dt = present[0]->dtype;
+    for (int i = 1; i < n_in; i++) dt = kn_promote_types(dt, present[i]->dtype);
+    static const char *const names[4] = {"input", "target", "weight", "pos_weight"};
+    for (int i = 0, slot = 0; i < 4; i++)
+        if (i < 2 || in[i])
+            if (!kn_loss_set_input(&c, slot++, in[i], dt, &shape, names[i])) return NULL;
+    c.node->attrs.i[0] = reduction;
+    c.node->attrs.i[1] = in[2] != NULL;
+    c.node->attrs.i[2] = in[3] != NULL;
+    c.node->attrs.f[0] = beta;
+    if (!kn_op_output(&c, dt, shape.v, reduction == KN_REDUCTION_NONE ? shape.n : 0)) return NULL;
+    return kn_op_run(&c);
+}
+
+kn_tensor *kn_mse_loss(kn_tensor *x, kn_tensor *y, kn_reduction reduction) {
+    return pointwise_loss(KN_OP_mse_loss, (kn_tensor *[4]){x, y, NULL, NULL}, reduction, 0);
+}
+
+kn_tensor *kn_l1_loss(kn_tensor *x, kn_tensor *y, kn_reduction reduction) {
+    return pointwise_loss(KN_OP_l1_loss, (kn_tensor *[4]){x, y, NULL, NULL}, reduction, 0);
+}
+
+kn_tensor *kn_smooth_l1_loss(kn_tensor *x, kn_tensor *y, kn_reduction reduction, double beta) {
+    return pointwise_loss(KN_OP_smooth_l1_loss, (kn_tensor *[4]){x, y, NULL, NULL}, reduction, beta);
+}
+
+kn_tensor *kn_bce_loss(kn_tensor *p, kn_tensor *y, kn_tensor *weight, kn_reduction reduction) {
+    return pointwise_loss(KN_OP_bce_loss, (kn_tensor *[4]){p, y, weight, NULL}, reduction, 0);
+}
+
+kn_tensor *kn_bce_with_logits(kn_tensor *x, kn_tensor *y, kn_tensor *weight, kn_tensor *pos_weight,
+                              kn_reduction reduction) {
+    return pointwise_loss(KN_OP_bce_with_logits, (kn_tensor *[4]){x, y, weight, pos_weight}, reduction, 0);
+}
+
+kn_tensor *kn_dropout(kn_tensor *x, double p, bool training) {
+    kn_opctx c;
+    if (!kn_op_begin(&c, KN_OP_dropout, 1, &x)) return NULL;
+    if (!(p >= 0 && p <= 1)) return kn_op_fail(&c, KN_ERR_ARG, "p %g is outside [0, 1]", p);
+    if (!training || p == 0) {
+        kn_node_free(c.node);
+        return kn_scope_adopt(kn_retain(x));
+    }
+    c.node->attrs.f[0] = p;
+    if (!kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
+    kn_rng_reserve(((uint64_t)kn_numel(x) + 3) / 4, &c.node->rng_seed, &c.node->rng_offset);
+    return kn_op_run(&c);
+}

@@ -1,0 +1,169 @@
+/* Convolutions (conv2d, conv1d, conv_transpose2d) against direct float64 loops. */
+#include <stdlib.h>
+
+#include "harness.h"
+
+/* A sum of K products rounds up to K times in the compute type, so the tolerance grows with
+ * the reduction length (K/8, at least the elementwise tolerance). */
+static tolerance conv_tol(kn_dtype d, int64_t K) {
+    tolerance t = tol_for(d);
+    double s = K > 8 ? (double)K / 8 : 1;
+    t.rtol *= s, t.atol *= s;
+    return t;
+}
+
+typedef struct conv_case {
+    int64_t N, C, H, W, Cout, KH, KW, g;
+    kn_conv_opts o;
+} conv_case;
+
+static void ref_conv2d(const conv_case *k, int64_t OH, int64_t OW, const double *x, const double *w, const double *b,
+                       double *y) {
+    int64_t Cg = k->C / k->g, Coutg = k->Cout / k->g;
+    const int64_t *s = k->o.stride, *p = k->o.padding, *d = k->o.dilation;
+    for (int64_t n = 0; n < k->N; n++)
+        for (int64_t oc = 0; oc < k->Cout; oc++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double acc = b ? b[oc] : 0;
+                    for (int64_t ic = 0; ic < Cg; ic++)
+                        for (int64_t kh = 0; kh < k->KH; kh++)
+                            for (int64_t kw = 0; kw < k->KW; kw++) {
+                                int64_t ih = oh * s[0] - p[0] + kh * d[0], iw = ow * s[1] - p[1] + kw * d[1];
+                                if (ih < 0 || ih >= k->H || iw < 0 || iw >= k->W) continue;
+                                int64_t c = oc / Coutg * Cg + ic;
+                                acc += x[((n * k->C + c) * k->H + ih) * k->W + iw] *
+                                       w[((oc * Cg + ic) * k->KH + kh) * k->KW + kw];
+                            }
+                    y[((n * k->Cout + oc) * OH + oh) * OW + ow] = acc;
+                }
+}
+
+static void ref_conv_transpose2d(const conv_case *k, int64_t OH, int64_t OW, const double *x, const double *w,
+                                 const double *b, double *y) {
+    int64_t Cg = k->C / k->g, Coutg = k->Cout / k->g;
+    const int64_t *s = k->o.stride, *p = k->o.padding, *d = k->o.dilation;
+    for (int64_t e = 0; e < k->N * k->Cout * OH * OW; e++) y[e] = b ? b[e / (OH * OW) % k->Cout] : 0;
+    for (int64_t n = 0; n < k->N; n++)
+        for (int64_t c = 0; c < k->C; c++)
+            for (int64_t ih = 0; ih < k->H; ih++)
+                for (int64_t iw = 0; iw < k->W; iw++)
+                    for (int64_t oc = 0; oc < Coutg; oc++)
+                        for (int64_t kh = 0; kh < k->KH; kh++)
+                            for (int64_t kw = 0; kw < k->KW; kw++) {
+                                int64_t oh = ih * s[0] - p[0] + kh * d[0], ow = iw * s[1] - p[1] + kw * d[1];
+                                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
+                                int64_t o = c / Cg * Coutg + oc;
+                                y[((n * k->Cout + o) * OH + oh) * OW + ow] +=
+                                    x[((n * k->C + c) * k->H + ih) * k->W + iw] * w[((c * Coutg + oc) * k->KH + kh) * k->KW + kw];
+                            }
+}
+
+static const conv_case cases[] = {
+    {2, 4, 7, 6, 6, 3, 3, 1, {.stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 1}, .groups = 1}},
+    {2, 4, 9, 8, 6, 3, 2, 2, {.stride = {2, 1}, .padding = {1, 0}, .dilation = {1, 2}, .groups = 2}},
+    {1, 6, 5, 5, 3, 1, 1, 3, {.stride = {1, 1}, .dilation = {1, 1}, .groups = 3}}, /* 1x1, grouped */
+    {3, 5, 4, 6, 4, 1, 1, 1, {.stride = {1, 1}, .dilation = {1, 1}, .groups = 1}}, /* 1x1: no im2col */
+    {2, 2, 8, 7, 4, 3, 3, 2, {.stride = {3, 2}, .padding = {2, 1}, .dilation = {2, 1}, .groups = 2}},
+};
+
+static void test_conv2d_matches_direct_loops(void) {
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+        for (int k = 0; k < 4; k++) {
+            const conv_case *c = &cases[ci];
+            kn_dtype dt = FLOAT_DTYPES[k];
+            kn_tensor *x = rand_tensor(KN_SHAPE(c->N, c->C, c->H, c->W), dt, -1, 1);
+            kn_tensor *w = rand_tensor(KN_SHAPE(c->Cout, c->C / c->g, c->KH, c->KW), dt, -1, 1);
+            kn_tensor *b = rand_tensor(KN_SHAPE(c->Cout), dt, -1, 1);
+            kn_tensor *y = kn_conv2d(non_contiguous_copy(x), w, ci % 2 ? NULL : b, c->o);
+            CHECK(y != NULL);
+            if (!y) continue;
+            int64_t OH = kn_size(y, 2), OW = kn_size(y, 3);
+            int64_t eh = c->o.dilation[0] * (c->KH - 1) + 1, ew = c->o.dilation[1] * (c->KW - 1) + 1;
+            CHECK(OH == (c->H + 2 * c->o.padding[0] - eh) / c->o.stride[0] + 1);
+            CHECK(OW == (c->W + 2 * c->o.padding[1] - ew) / c->o.stride[1] + 1);
+            double *xv = read_f64(x), *wv = read_f64(w), *bv = read_f64(b);
+            double *want = malloc(sizeof(double) * (size_t)kn_numel(y));
+            ref_conv2d(c, OH, OW, xv, wv, ci % 2 ? NULL : bv, want);
+            char what[64];
+            snprintf(what, sizeof what, "case %zu %s", ci, kn_dtype_name(dt));
+            CHECK_CLOSE(y, want, conv_tol(dt, c->C / c->g * c->KH * c->KW), what);
+            free(xv), free(wv), free(bv), free(want);
+        }
+}
+
+static void test_conv1d_matches_direct_loops(void) {
+    for (int k = 0; k < 4; k++) {
+        kn_dtype dt = FLOAT_DTYPES[k];
+        kn_tensor *x = rand_tensor(KN_SHAPE(2, 4, 11), dt, -1, 1), *w = rand_tensor(KN_SHAPE(6, 2, 3), dt, -1, 1);
+        kn_tensor *b = rand_tensor(KN_SHAPE(6), dt, -1, 1);
+        kn_conv_opts o = {.stride = {2}, .padding = {2}, .dilation = {2}, .groups = 2};
+        kn_tensor *y = kn_conv1d(x, w, b, o);
+        CHECK_SHAPE(y, KN_SHAPE(2, 6, 6));
+        conv_case c = {2, 4, 1, 11, 6, 1, 3, 2, {.stride = {1, 2}, .padding = {0, 2}, .dilation = {1, 2}, .groups = 2}};
+        double *xv = read_f64(x), *wv = read_f64(w), *bv = read_f64(b), want[72];
+        ref_conv2d(&c, 1, 6, xv, wv, bv, want);
+        CHECK_CLOSE(y, want, conv_tol(dt, 6), kn_dtype_name(dt));
+        free(xv), free(wv), free(bv);
+    }
+}
+
+static void test_conv_transpose2d_matches_scatter_loops(void) {
+    static const conv_case tcases[] = {
+        {2, 4, 5, 4, 6, 3, 3, 2, {.stride = {2, 2}, .padding = {1, 0}, .dilation = {1, 1}, .output_padding = {1, 0}, .groups = 2}},
+        {1, 3, 4, 6, 2, 2, 3, 1, {.stride = {1, 3}, .padding = {0, 1}, .dilation = {2, 1}, .output_padding = {1, 2}, .groups = 1}},
+    };
+    for (size_t ci = 0; ci < 2; ci++)
+        for (int k = 0; k < 4; k++) {
+            const conv_case *c = &tcases[ci];
+            kn_dtype dt = FLOAT_DTYPES[k];
+            kn_tensor *x = rand_tensor(KN_SHAPE(c->N, c->C, c->H, c->W), dt, -1, 1);
+            kn_tensor *w = rand_tensor(KN_SHAPE(c->C, c->Cout / c->g, c->KH, c->KW), dt, -1, 1);
+            kn_tensor *b = rand_tensor(KN_SHAPE(c->Cout), dt, -1, 1);
+            kn_tensor *y = kn_conv_transpose2d(x, non_contiguous_copy(w), b, c->o);
+            CHECK(y != NULL);
+            if (!y) continue;
+            int64_t OH = (c->H - 1) * c->o.stride[0] - 2 * c->o.padding[0] + c->o.dilation[0] * (c->KH - 1) +
+                         c->o.output_padding[0] + 1;
+            int64_t OW = (c->W - 1) * c->o.stride[1] - 2 * c->o.padding[1] + c->o.dilation[1] * (c->KW - 1) +
+                         c->o.output_padding[1] + 1;
+            CHECK_SHAPE(y, KN_SHAPE(c->N, c->Cout, OH, OW));
+            double *xv = read_f64(x), *wv = read_f64(w), *bv = read_f64(b);
+            double *want = malloc(sizeof(double) * (size_t)kn_numel(y));
+            ref_conv_transpose2d(c, OH, OW, xv, wv, bv, want);
+            CHECK_CLOSE(y, want, conv_tol(dt, c->C / c->g * c->KH * c->KW), kn_dtype_name(dt));
+            free(xv), free(wv), free(bv), free(want);
+        }
+}
+
+static void test_conv_errors(void) {
+    kn_tensor *x = kn_zeros(KN_SHAPE(1, 4, 5, 5), KN_F32), *w = kn_zeros(KN_SHAPE(6, 4, 3, 3), KN_F32);
+    kn_conv_opts none = {0};
+    CHECK_ERROR(kn_conv2d(x, kn_zeros(KN_SHAPE(6, 3, 3, 3), KN_F32), NULL, none) != NULL, KN_ERR_SHAPE,
+                "weight expects 3 input channels, x has 4");
+    CHECK_ERROR(kn_conv2d(x, kn_zeros(KN_SHAPE(6, 4, 3, 3), KN_F32), NULL, (kn_conv_opts){.groups = 3}) != NULL,
+                KN_ERR_ARG, "groups (3) must divide");
+    CHECK_ERROR(kn_conv2d(x, kn_zeros(KN_SHAPE(6, 4, 7, 3), KN_F32), NULL, none) != NULL, KN_ERR_SHAPE,
+                "larger than the padded input");
+    CHECK_ERROR(kn_conv2d(kn_zeros(KN_SHAPE(4, 5, 5), KN_F32), w, NULL, none) != NULL, KN_ERR_SHAPE, "4-d");
+    CHECK_ERROR(kn_conv2d(x, w, kn_zeros(KN_SHAPE(4), KN_F32), none) != NULL, KN_ERR_SHAPE, "bias must be [6]");
+    CHECK_ERROR(kn_conv2d(x, NULL, NULL, none) != NULL, KN_ERR_NULL, "conv2d");
+    CHECK_ERROR(kn_conv2d(x, w, NULL, (kn_conv_opts){.stride = {-1, 1}}) != NULL, KN_ERR_ARG, "positive");
+    CHECK_ERROR(kn_conv1d(x, w, NULL, none) != NULL, KN_ERR_SHAPE, "3-d");
+    CHECK_ERROR(kn_conv_transpose2d(x, kn_zeros(KN_SHAPE(3, 2, 3, 3), KN_F32), NULL, none) != NULL, KN_ERR_SHAPE,
+                "input channels");
+    CHECK_ERROR(kn_conv_transpose2d(x, kn_zeros(KN_SHAPE(4, 2, 3, 3), KN_F32), NULL,
+                                    (kn_conv_opts){.output_padding = {1, 0}}) != NULL,
+                KN_ERR_ARG, "output_padding");
+    CHECK_ERROR(kn_conv_transpose2d(kn_zeros(KN_SHAPE(1, 4, 1, 1), KN_F32), kn_zeros(KN_SHAPE(4, 2, 1, 1), KN_F32),
+                                    NULL, (kn_conv_opts){.padding = {1, 1}}) != NULL,
+                KN_ERR_SHAPE, "not positive");
+}
+
+int main(void) {
+    RUN(test_conv2d_matches_direct_loops);
+    RUN(test_conv1d_matches_direct_loops);
+    RUN(test_conv_transpose2d_matches_scatter_loops);
+    RUN(test_conv_errors);
+    return test_summary();
+}
