@@ -142,6 +142,24 @@ static void test_meta_device_has_shapes_without_values(void) {
     CHECK_ERROR(kn_add(c, kn_ones(KN_SHAPE(64, 32), KN_F32)) != NULL, KN_ERR_DEVICE, "meta");
 }
 
+static void test_meta_counts_conv_and_attention_flops(void) {
+    kn_set_default_device(KN_META);
+    kn_tensor *x = kn_empty(KN_SHAPE(8, 64, 32, 32), KN_F32), *w = kn_empty(KN_SHAPE(128, 64, 3, 3), KN_F32);
+    kn_tensor *q = kn_empty(KN_SHAPE(2, 4, 128, 64), KN_F32);
+    kn_set_default_device(KN_CPU);
+    kn_meta_trace_reset();
+    kn_tensor *y = kn_conv2d(x, w, NULL, (kn_conv_opts){.padding = {1, 1}});
+    kn_meta_trace tr;
+    kn_meta_trace_get(&tr);
+    CHECK_SHAPE(y, KN_SHAPE(8, 128, 32, 32));
+    CHECK(tr.flops == 2.0 * 8 * 128 * 32 * 32 * 64 * 9);
+    kn_meta_trace_reset();
+    kn_tensor *o = kn_scaled_dot_product_attention(q, q, q, NULL, (kn_sdpa_opts){.causal = true});
+    kn_meta_trace_get(&tr);
+    CHECK_SHAPE(o, KN_SHAPE(2, 4, 128, 64));
+    CHECK(tr.flops == 4.0 * 2 * 4 * 128 * 128 * 64);
+}
+
 static void test_meta_traces_huge_model_without_memory(void) {
     kn_set_default_device(KN_META);
     kn_tensor *x = kn_empty(KN_SHAPE(1 << 14, 1 << 14), KN_F32); /* 1 GiB if it were real */
@@ -166,6 +184,7 @@ int main(void) {
     RUN(test_negative_size_is_an_error);
     RUN(test_null_inputs_keep_first_error);
     RUN(test_meta_device_has_shapes_without_values);
+    RUN(test_meta_counts_conv_and_attention_flops);
     RUN(test_meta_traces_huge_model_without_memory);
     return test_summary();
 }

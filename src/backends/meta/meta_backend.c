@@ -52,9 +52,18 @@ static bool meta_available(int index) { return index == 0; }
 static double node_flops(const kn_node *n) {
     const kn_tensor *out = n->out[0];
     double out_numel = out ? (double)kn_numel(out) : 0;
-    if (n->op == KN_OP_matmul) {
-        const kn_tensor *a = n->in[0];
-        return 2.0 * out_numel * (double)a->shape[a->ndim - 1];
+    const kn_tensor *a = n->n_in ? n->in[0] : NULL, *w = n->n_in > 1 ? n->in[1] : NULL;
+    switch (n->op) {
+    case KN_OP_matmul: return 2.0 * out_numel * (double)a->shape[a->ndim - 1];
+    case KN_OP_conv2d: /* weight [C_out, C_in/groups, KH, KW]: one product per weight tap */
+        return 2.0 * out_numel * (double)(kn_numel(w) / w->shape[0]);
+    case KN_OP_conv_transpose2d: /* weight [C_in, C_out/groups, KH, KW], scattered per input */
+        return 2.0 * (double)kn_numel(a) * (double)(kn_numel(w) / w->shape[0]);
+    case KN_OP_scaled_dot_product_attention: { /* q k^T, then p v, over Tk keys */
+        double tk = (double)n->in[1]->shape[n->in[1]->ndim - 2];
+        return 2.0 * tk * ((double)kn_numel(a) + out_numel);
+    }
+    default: break;
     }
     double in_numel = n->n_in ? (double)kn_numel(n->in[0]) : 0;
     return in_numel > out_numel ? in_numel : out_numel;
