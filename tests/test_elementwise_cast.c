@@ -198,7 +198,47 @@ static void test_special_values_and_saturation(void) {
     CHECK_ERROR(kn_cast(NULL, KN_F32) != NULL, KN_ERR_NULL, "copy");
 }
 
+/* Every f16 bit pattern widens exactly and narrows back to itself (NaNs stay NaN); random
+ * f32 bit patterns narrow as the reference rounds them. */
+static void test_f16_exhaustive(void) {
+    uint16_t *h = malloc(sizeof(uint16_t) * 65536), *back = malloc(sizeof(uint16_t) * 65536);
+    float *f = malloc(sizeof(float) * 65536);
+    for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    kn_tensor *t = kn_from_host(h, KN_F16, KN_SHAPE(65536), KN_CPU);
+    kn_tensor *w = kn_cast(t, KN_F32);
+    CHECK(kn_to_host(w, f, sizeof(float) * 65536) == KN_OK);
+    CHECK(kn_to_host(kn_cast(w, KN_F16), back, sizeof(uint16_t) * 65536) == KN_OK);
+    int bad = 0;
+    for (int i = 0; i < 65536 && bad < 3; i++) {
+        double want = decode_half((uint16_t)i, false);
+        bool nan = isnan(want);
+        if (!same_value(f[i], want) || (nan ? (back[i] & 0x7e00) != 0x7e00 : back[i] != i)) {
+            test_fail(__FILE__, __LINE__, "f16 0x%04x: widened to %a, back 0x%04x", i, (double)f[i], back[i]);
+            bad++;
+        }
+    }
+    const int n = 1 << 20;
+    double *r = malloc(sizeof(double) * n);
+    float *x = malloc(sizeof(float) * n);
+    rand_fill(r, n, 0, 4294967296.0);
+    for (int i = 0; i < n; i++) {
+        uint32_t b = (uint32_t)r[i];
+        b = (b & 0x8fffffffu) | ((b & 0x10000000u) ? 0x30000000u : 0x40000000u); /* mostly near f16 range */
+        memcpy(&x[i], &b, 4);
+    }
+    uint16_t *g = malloc(sizeof(uint16_t) * n);
+    CHECK(kn_to_host(kn_cast(kn_from_host(x, KN_F32, KN_SHAPE(n), KN_CPU), KN_F16), g, sizeof(uint16_t) * n) == KN_OK);
+    for (int i = 0; i < n && bad < 6; i++)
+        if (!same_value(decode_half(g[i], false), to_f16(x[i]))) {
+            test_fail(__FILE__, __LINE__, "f32 %a -> f16 gave %a, expected %a", (double)x[i], decode_half(g[i], false),
+                      to_f16(x[i]));
+            bad++;
+        }
+    free(h), free(back), free(f), free(r), free(x), free(g);
+}
+
 int main(void) {
+    RUN(test_f16_exhaustive);
     RUN(test_every_pair_of_dtypes);
     RUN(test_round_to_nearest_even_ties);
     RUN(test_special_values_and_saturation);
