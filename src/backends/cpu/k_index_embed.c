@@ -1,0 +1,198 @@
+/* CPU kernels of embedding_bag (bags in parallel, each a contiguous row reduction) and
+ * multinomial (Philox draws: draw s of row r uses counter offset + r * num_samples + s). */
+#include <stdlib.h>
+
+#include "backends/cpu/k_index_common.h"
+#include "core/philox.h"
+#include "kiln/ops_index.h"
+
+/* Bag b covers indices [start(b), end(b)). */
+typedef struct bags {
+    const void *offsets;
+    bool offsets_i64;
+    int64_t count, n_offsets, n_indices, length; /* length: bag size of 2-d indices (no offsets) */
+} bags;
+
+static inline void bag_range(const bags *g, int64_t b, int64_t *start, int64_t *end) {
+    if (!g->offsets) {
+        *start = b * g->length;
+        *end = *start + g->length;
+        return;
+    }
+    *start = kn_index_load(g->offsets, g->offsets_i64, b);
+    *end = b + 1 < g->n_offsets ? kn_index_load(g->offsets, g->offsets_i64, b + 1) : g->n_indices;
+}
+
+#define BAG_DTYPE(unused, SUF, DT, ST, CT, LOAD, STORE)                                                   \
+    static bool bag_rows_##SUF(const ST *restrict weight, int64_t D, const void *indices, bool idx64,       \
+                               const ST *restrict psw, const bags *g, int mode, ST *restrict out) {        \
+        bool ok = true;                                                                                    \
+        _Pragma("omp parallel num_threads(kn_cpu_threads_for(g->n_indices * D + g->count * D))") {        \
+            CT *restrict acc = malloc(sizeof *acc * (size_t)(D ? D : 1));                                  \
+            if (!acc) {                                                                                    \
+                _Pragma("omp atomic write") ok = false;                                                    \
+            }                                                                                              \
+            _Pragma("omp for schedule(dynamic, 16)")                                                       \
+            for (int64_t b = 0; b < g->count; b++) {                                                       \
+                if (!acc) continue;                                                                        \
+                int64_t start, end;                                                                        \
+                bag_range(g, b, &start, &end);                                                             \
+                for (int64_t d = 0; d < D; d++) acc[d] = 0;                                                \
+                for (int64_t e = start; e < end; e++) {                                                    \
+                    const ST *restrict row = weight + kn_index_load(indices, idx64, e) * D;                \
+                    if (mode == KN_BAG_MAX) {                                                              \
+                        if (e == start)                                                                    \
+                            for (int64_t d = 0; d < D; d++) acc[d] = LOAD(row[d]);                         \
+                        else                                                                               \
+                            for (int64_t d = 0; d < D; d++) {                                              \
+                                CT v = LOAD(row[d]);                                                       \
+                                acc[d] = (v > acc[d] || v != v) ? v : acc[d];                              \
+                            }                                                                              \
+                    } else if (psw) {                                                                      \
+                        CT w = LOAD(psw[e]);                                                               \
+                        _Pragma("omp simd") for (int64_t d = 0; d < D; d++) acc[d] += w * LOAD(row[d]);    \
+                    } else {                                                                               \
+                        _Pragma("omp simd") for (int64_t d = 0; d < D; d++) acc[d] += LOAD(row[d]);        \
+                    }                                                                                      \
+                }                                                                                          \
+                CT scale = mode == KN_BAG_MEAN && end > start ? (CT)1 / (CT)(end - start) : (CT)1;         \
+                ST *restrict o = out + b * D;                                                              \
+                for (int64_t d = 0; d < D; d++) o[d] = STORE(acc[d] * scale);                              \
+            }                                                                                              \
+            free(acc);                                                                                     \
+        }                                                                                                  \
+        return ok;                                                                                         \
+    }
+KN_DTYPES_FLOAT(BAG_DTYPE, ~)
+
+kn_status kn_cpu_embedding_bag(kn_node *n) {
+    kn_tensor *weight = n->in[0], *indices = n->in[1], *out = n->out[0];
+    int mode = (int)n->attrs.i[0];
+    bool has_offsets = n->attrs.i[2] != 0, has_weights = n->attrs.i[4] != 0;
+    int next = 2;
+    kn_tensor *offsets = has_offsets ? n->in[next++] : NULL;
+    kn_tensor *psw = has_weights ? n->in[next++] : NULL;
+    bags g = {.count = out->shape[0], .n_indices = kn_numel(indices), .length = n->attrs.i[3]};
+    if (offsets) {
+        g.offsets = kn_tensor_data(offsets);
+        g.offsets_i64 = offsets->dtype == KN_I64;
+        g.n_offsets = kn_numel(offsets);
+        for (int64_t b = 0; b < g.count; b++) {
+            int64_t start, end;
+            bag_range(&g, b, &start, &end);
+            if (start < 0 || start > end || end > g.n_indices)
+                return kn_error(KN_ERR_INDEX,
+                                "embedding_bag: bag %lld runs from offset %lld to %lld, outside the %lld indices or backwards",
+                                (long long)b, (long long)start, (long long)end, (long long)g.n_indices);
+        }
+    }
+    int64_t V = weight->shape[0], D = weight->shape[1];
+    kn_status st = kn_index_check_range(indices, 0, V, "embedding_bag", 0);
+    if (st != KN_OK) return st;
+    const void *w = kn_tensor_data(weight), *idx = kn_tensor_data(indices);
+    const void *pw = psw ? kn_tensor_data(psw) : NULL;
+    bool idx64 = indices->dtype == KN_I64, ok = false;
+    void *o = kn_tensor_data(out);
+    if (g.count == 0 || D == 0) return KN_OK;
+    switch (weight->dtype) {
+#define BAG_CASE(unused, SUF, DT, ST, CT, LOAD, STORE) \
+    case DT: ok = bag_rows_##SUF(w, D, idx, idx64, pw, &g, mode, o); break;
+        KN_DTYPES_FLOAT(BAG_CASE, ~)
+#undef BAG_CASE
+    default: break;
+    }
+    return ok ? KN_OK : kn_error(KN_ERR_OOM, "embedding_bag: out of host memory for a row of %lld", (long long)D);
+}
+
+/* ---- multinomial ---------------------------------------------------------------------------- */
+
+static kn_status check_row(const double *p, int64_t r, int64_t C, int64_t samples, bool replacement) {
+    double total = 0;
+    int64_t positive = 0;
+    for (int64_t c = 0; c < C; c++) {
+        if (!(p[c] >= 0) || isinf(p[c]))
+            return kn_error(KN_ERR_ARG, "multinomial: probability %g (row %lld, category %lld) is negative or not finite",
+                            p[c], (long long)r, (long long)c);
+        total += p[c];
+        positive += p[c] > 0;
+    }
+    if (!(total > 0) && samples > 0)
+        return kn_error(KN_ERR_ARG, "multinomial: the probabilities of row %lld sum to 0", (long long)r);
+    if (!replacement && positive < samples)
+        return kn_error(KN_ERR_ARG,
+                        "multinomial: row %lld has %lld nonzero categories, fewer than the %lld samples drawn without replacement",
+                        (long long)r, (long long)positive, (long long)samples);
+    return KN_OK;
+}
+
+/* The category where the running sum of w first exceeds target (the last positive one if
+ * rounding carries target to the total). */
+static int64_t pick(const double *w, int64_t C, double target) {
+    double run = 0;
+    int64_t last = 0;
+    for (int64_t c = 0; c < C; c++) {
+        if (w[c] <= 0) continue;
+        run += w[c];
+        last = c;
+        if (target < run) return c;
+    }
+    return last;
+}
+
+kn_status kn_cpu_multinomial(kn_node *n) {
+    kn_tensor *probs = n->in[0], *out = n->out[0];
+    const double *p = kn_tensor_data(probs);
+    int64_t N = probs->shape[0], C = probs->shape[1], S = n->attrs.i[0];
+    bool replacement = n->attrs.i[1] != 0;
+    for (int64_t r = 0; r < N; r++) {
+        kn_status st = check_row(p + r * C, r, C, S, replacement);
+        if (st != KN_OK) return st;
+    }
+    int64_t *o = kn_tensor_data(out);
+    uint64_t seed = n->rng_seed, off = n->rng_offset;
+    bool ok = true;
+#pragma omp parallel num_threads(kn_cpu_threads_for(N * S * (replacement ? 16 : C)))
+    {
+        /* With replacement: the running sums, searched by bisection. Without: weights that
+         * drop each drawn category. */
+        double *buf = malloc(sizeof *buf * (size_t)(C ? C : 1));
+        if (!buf) {
+#pragma omp atomic write
+            ok = false;
+        }
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < N; r++) {
+            if (!buf) continue;
+            const double *row = p + r * C;
+            uint64_t base = off + (uint64_t)(r * S);
+            if (replacement) {
+                double run = 0;
+                for (int64_t c = 0; c < C; c++) buf[c] = run += row[c];
+                for (int64_t s = 0; s < S; s++) {
+                    double target = kn_philox_uniform(kn_philox(seed, base + (uint64_t)s)) * run;
+                    int64_t lo = 0, hi = C - 1;
+                    while (lo < hi) { /* first c with buf[c] > target */
+                        int64_t mid = lo + (hi - lo) / 2;
+                        if (buf[mid] > target) hi = mid;
+                        else lo = mid + 1;
+                    }
+                    while (lo > 0 && row[lo] <= 0) lo--; /* rounding at the top end */
+                    o[r * S + s] = lo;
+                }
+            } else {
+                double total = 0;
+                for (int64_t c = 0; c < C; c++) total += buf[c] = row[c];
+                for (int64_t s = 0; s < S; s++) {
+                    double u = kn_philox_uniform(kn_philox(seed, base + (uint64_t)s));
+                    int64_t c = pick(buf, C, u * total);
+                    o[r * S + s] = c;
+                    buf[c] = 0;
+                    total = 0; /* summed afresh so that rounding does not build up */
+                    for (int64_t k = 0; k < C; k++) total += buf[k];
+                }
+            }
+        }
+        free(buf);
+    }
+    return ok ? KN_OK : kn_error(KN_ERR_OOM, "multinomial: out of host memory for a row of %lld", (long long)C);
+}

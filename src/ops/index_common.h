@@ -1,0 +1,12 @@
+/* Argument helpers the index family's API files share. */
+#ifndef KILN_OPS_INDEX_COMMON_H
+#define KILN_OPS_INDEX_COMMON_H
+
+#include "exec/dispatch.h"
+
+/* index is i32 or i64, else fails (naming `what`). */
+bool kn_index_dtype_ok(kn_opctx *c, kn_tensor *index, const char *what);
+/* Replaces input i with t and drops the caller's reference; t NULL frees the node, false. */
+bool kn_index_set_input(kn_opctx *c, int i, kn_tensor *t);
+
+#endif
