@@ -4,16 +4,20 @@
 
 #include "backends/backend.h"
 #include "core/error.h"
+#include "core/recycler.h"
 #include "core/runtime_impl.h"
 #include "core/tensor_impl.h"
 #include "kiln/ops.h"
 
 /* ---- storage ------------------------------------------------------------------------------ */
 
+static kn_recycler storage_headers = KN_RECYCLER_INIT(0, kn_storage);
+static kn_recycler tensor_headers = KN_RECYCLER_INIT(1, kn_tensor);
+
 kn_storage *kn_storage_new(const char *op, kn_device device, size_t bytes) {
     kn_backend *b = kn_backend_get(device);
     if (!b) return NULL;
-    kn_storage *s = malloc(sizeof *s);
+    kn_storage *s = kn_recycler_get(&storage_headers);
     if (!s) return kn_error_null(KN_ERR_OOM, "%s: out of host memory for a storage header", op);
     atomic_init(&s->refs, 1);
     s->device = device;
@@ -22,7 +26,7 @@ kn_storage *kn_storage_new(const char *op, kn_device device, size_t bytes) {
     s->data = NULL;
     s->block = NULL;
     if (b->alloc(device.index, bytes, &s->data, &s->block) != KN_OK) {
-        free(s);
+        kn_recycler_put(&storage_headers, s);
         return kn_error_null(KN_ERR_OOM, "%s: allocating %zu bytes on %s failed", op, bytes,
                              kn_device_type_name(device.type));
     }
@@ -36,7 +40,7 @@ void kn_storage_release(kn_storage *s) {
     /* Safe without waiting: every use of the block was queued on the device's stream before
      * this point, and any later user is queued after it. */
     s->backend->free(s->device.index, s->block);
-    free(s);
+    kn_recycler_put(&storage_headers, s);
 }
 
 /* ---- tensors ------------------------------------------------------------------------------ */
@@ -51,7 +55,7 @@ void kn_contiguous_strides(const int64_t *shape, int ndim, int64_t *stride) {
 
 kn_tensor *kn_tensor_wrap(kn_storage *storage, kn_dtype dtype, const int64_t *shape, int ndim,
                           const int64_t *stride, int64_t offset) {
-    kn_tensor *t = malloc(sizeof *t);
+    kn_tensor *t = kn_recycler_get(&tensor_headers);
     if (!t) {
         kn_storage_release(storage);
         return kn_error_null(KN_ERR_OOM, "out of host memory for a tensor header");
@@ -134,7 +138,7 @@ kn_tensor *kn_tensor_incref(kn_tensor *t) {
 void kn_tensor_decref(kn_tensor *t) {
     if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
     kn_storage_release(t->storage);
-    free(t);
+    kn_recycler_put(&tensor_headers, t);
 }
 
 /* ---- metadata ------------------------------------------------------------------------------ */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/recycler.h"
 #include "core/runtime_impl.h"
 #include "exec/debug_check.h"
 
@@ -27,12 +28,14 @@ void kn_op_describe_inputs(const kn_node *n, char *buf, size_t size) {
     }
 }
 
+static kn_recycler nodes = KN_RECYCLER_INIT(2, kn_node);
+
 void kn_node_free(kn_node *n) {
     if (!n) return;
     for (int i = 0; i < n->n_in; i++) kn_tensor_decref(n->in[i]);
     for (int i = 0; i < n->n_out; i++) kn_tensor_decref(n->out[i]);
     if (n->in != n->in_inline) free(n->in);
-    free(n);
+    kn_recycler_put(&nodes, n);
 }
 
 void *kn_op_fail(kn_opctx *c, kn_status code, const char *fmt, ...) {
@@ -56,7 +59,8 @@ bool kn_op_begin_on(kn_opctx *c, kn_op_id op, int n_in, kn_tensor *const *in, kn
             kn_error_null_input(kn_op_name(op), i);
             return false;
         }
-    kn_node *n = calloc(1, sizeof *n);
+    kn_node *n = kn_recycler_get(&nodes);
+    if (n) memset(n, 0, sizeof *n);
     if (!n) {
         kn_error(KN_ERR_OOM, "%s: out of host memory recording the op", kn_op_name(op));
         return false;
@@ -64,7 +68,7 @@ bool kn_op_begin_on(kn_opctx *c, kn_op_id op, int n_in, kn_tensor *const *in, kn
     n->op = op;
     n->in = n_in <= KN_NODE_MAX_IN ? n->in_inline : calloc((size_t)n_in, sizeof *n->in);
     if (!n->in) {
-        free(n);
+        kn_recycler_put(&nodes, n);
         kn_error(KN_ERR_OOM, "%s: out of host memory recording %d inputs", kn_op_name(op), n_in);
         return false;
     }

@@ -32,6 +32,9 @@ static bool prepare_inputs(kn_opctx *c, kn_dtype compute, const kn_shape *shape)
     kn_node *n = c->node;
     for (int i = 0; i < n->n_in; i++) {
         kn_tensor *t = n->in[i];
+        bool same_shape = t->ndim == shape->n;
+        for (int d = 0; same_shape && d < t->ndim; d++) same_shape = t->shape[d] == shape->v[d];
+        if (t->dtype == compute && same_shape) continue; /* the common case: nothing to do */
         kn_tensor *cast = t->dtype == compute ? kn_retain(t) : kn_cast(t, compute);
         kn_tensor *wide = cast ? kn_expand(cast, *shape) : NULL;
         kn_release(cast);
