@@ -235,6 +235,8 @@ static void test_multinomial(void) {
 }
 
 static void test_errors(void) {
+    kn_mode mode = kn_get_mode();
+    kn_set_mode(KN_MODE_STRICT); /* the first checks are about strict mode's deferred report */
     kn_tensor *x = rand_tensor(KN_SHAPE(3, 4), KN_F32, -1, 1);
     double bad[2] = {0, 4};
     kn_tensor *bi = idx_tensor(bad, KN_SHAPE(2), KN_I64);
@@ -255,6 +257,7 @@ static void test_errors(void) {
     CHECK(m != NULL);
     CHECK_ERROR(kn_sync() == KN_OK, KN_ERR_ARG, "negative");
     CHECK_ERROR(kn_masked_fill(x, kn_zeros(KN_SHAPE(4), KN_F32), 1) != NULL, KN_ERR_DTYPE, "bool");
+    kn_set_mode(mode);
 }
 
 static void test_empty(void) {
@@ -264,6 +267,80 @@ static void test_empty(void) {
     kn_tensor *s = kn_index_select(rand_tensor(KN_SHAPE(2, 3), KN_F32, 0, 1), 0, kn_zeros(KN_SHAPE(0), KN_I64));
     CHECK_SHAPE(s, KN_SHAPE(0, 3));
     CHECK(kn_sync() == KN_OK);
+}
+
+
+static void test_more_dtypes_and_forms(void) {
+    const kn_dtype dts[3] = {KN_F64, KN_BF16, KN_BOOL};
+    for (int t = 0; t < 3; t++) {
+        kn_tensor *x = rand_tensor(KN_SHAPE(4, 2), dts[t], -3, 3);
+        double iv[3] = {2, 0, 2};
+        kn_tensor *g = kn_index_select(x, 0, idx_tensor(iv, KN_SHAPE(3), KN_I32));
+        double *xv = read_f64(x), want[6];
+        for (int j = 0; j < 3; j++)
+            for (int d = 0; d < 2; d++) want[j * 2 + d] = xv[(int)iv[j] * 2 + d];
+        CHECK_CLOSE(g, want, tol_for(dts[t]), "index_select dtype");
+        free(xv);
+    }
+    /* index_put over two dims with broadcast index tensors. */
+    kn_tensor *x = rand_tensor(KN_SHAPE(3, 4), KN_I64, -9, 9);
+    double a[2] = {0, 2}, b[3] = {1, -1, 0};
+    kn_tensor *ia = idx_tensor(a, KN_SHAPE(2, 1), KN_I64), *ib = idx_tensor(b, KN_SHAPE(3), KN_I32);
+    kn_tensor *vals = kn_full(KN_SHAPE0, 5, KN_I64);
+    double *xv = read_f64(x), want[12];
+    memcpy(want, xv, sizeof want);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) want[(int)a[i] * 4 + ((int)b[j] + 4) % 4] += 5;
+    CHECK_CLOSE(kn_index_put(x, (kn_tensor *[]){ia, ib}, 2, vals, true), want, tol_for(KN_I64), "index_put 2-d");
+    free(xv);
+    /* embedding_bag: per-sample weights, include_last_offset, and 2-d indices. */
+    kn_tensor *w = rand_tensor(KN_SHAPE(4, 3), KN_F64, -1, 1);
+    double iv[4] = {3, 1, 1, 0}, ov[3] = {0, 1, 4}, pw[4] = {0.5, 2, -1, 3};
+    double *wv = read_f64(w), w1[6] = {0}, w2[6] = {0};
+    for (int bag = 0; bag < 2; bag++)
+        for (int e = (int)ov[bag]; e < (int)ov[bag + 1]; e++)
+            for (int d = 0; d < 3; d++) w1[bag * 3 + d] += pw[e] * wv[(int)iv[e] * 3 + d];
+    kn_tensor *bag = kn_embedding_bag(w, idx_tensor(iv, KN_SHAPE(4), KN_I64), idx_tensor(ov, KN_SHAPE(3), KN_I64),
+                                      KN_BAG_SUM, tensor_from(pw, KN_SHAPE(4), KN_F64), true);
+    CHECK_CLOSE(bag, w1, tol_for(KN_F64), "embedding_bag weights");
+    for (int r = 0; r < 2; r++)
+        for (int e = 0; e < 2; e++)
+            for (int d = 0; d < 3; d++) w2[r * 3 + d] += wv[(int)iv[r * 2 + e] * 3 + d] / 2;
+    CHECK_CLOSE(kn_embedding_bag(w, idx_tensor(iv, KN_SHAPE(2, 2), KN_I32), NULL, KN_BAG_MEAN, NULL, false), w2,
+                tol_for(KN_F64), "embedding_bag 2-d");
+    free(wv);
+    /* sort puts NaN last ascending, argsort agrees with sort. */
+    double sv[5] = {3, NAN, -1, 3, 0};
+    kn_tensor *s = tensor_from(sv, KN_SHAPE(5), KN_F32);
+    kn_tensor *vals2 = NULL;
+    CHECK(kn_sort(s, 0, false, &vals2, NULL) == KN_OK);
+    double ws[5] = {-1, 0, 3, 3, NAN};
+    CHECK_CLOSE(vals2, ws, tol_for(KN_F32), "sort NaN");
+    double wi[5] = {2, 4, 0, 3, 1};
+    CHECK_CLOSE(kn_argsort(s, 0, false), wi, tol_for(KN_I64), "argsort");
+    /* integer mean rounds down */
+    double xi[2] = {0, 0}, si[3] = {1, 2, -3}, ii[3] = {0, 0, 1};
+    double wm[2] = {1, -2}; /* (0+1+2)/3 = 1; (0-3)/2 = -1.5 -> -2 */
+    CHECK_CLOSE(kn_scatter_reduce(tensor_from(xi, KN_SHAPE(2), KN_I32), 0, idx_tensor(ii, KN_SHAPE(3), KN_I64),
+                                  tensor_from(si, KN_SHAPE(3), KN_I32), KN_SCATTER_MEAN, true),
+                wm, tol_for(KN_I32), "integer mean");
+}
+
+static void test_debug_mode_data_errors(void) {
+    kn_mode mode = kn_get_mode();
+    kn_set_mode(KN_MODE_DEBUG);
+    kn_tensor *x = rand_tensor(KN_SHAPE(3), KN_F32, 0, 1);
+    double b[1] = {-4};
+    kn_tensor *i0 = idx_tensor(b, KN_SHAPE(1), KN_I64);
+    CHECK_ERROR(kn_index_put(x, &i0, 1, kn_scalar(1, KN_F32), false) != NULL, KN_ERR_INDEX, "index -4");
+    double e[2] = {0, 7};
+    CHECK_ERROR(kn_embedding(kn_zeros(KN_SHAPE(7, 2), KN_F32), idx_tensor(e, KN_SHAPE(2), KN_I64)) != NULL,
+                KN_ERR_INDEX, "embedding: index 7");
+    double off[2] = {0, 9};
+    CHECK_ERROR(kn_embedding_bag(kn_zeros(KN_SHAPE(7, 2), KN_F32), idx_tensor(e, KN_SHAPE(2), KN_I64),
+                                 idx_tensor(off, KN_SHAPE(2), KN_I64), KN_BAG_SUM, NULL, false) != NULL,
+                KN_ERR_INDEX, "offset");
+    kn_set_mode(mode);
 }
 
 int main(void) {
@@ -278,5 +355,7 @@ int main(void) {
     RUN(test_multinomial);
     RUN(test_errors);
     RUN(test_empty);
+    RUN(test_more_dtypes_and_forms);
+    RUN(test_debug_mode_data_errors);
     return test_summary();
 }

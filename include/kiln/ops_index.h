@@ -1,6 +1,12 @@
 /* Indexing ops: gathering, scattering, masking, sorting and sampling. Functional: ops that
  * "write" return a new tensor and leave their input unchanged. Index tensors are i32 or i64;
- * an index out of range is an error (in strict mode, reported at the next sync). */
+ * an index out of range is an error (KN_ERR_INDEX naming the op, the value, the dim and its
+ * size; in strict mode reported at the next sync, in debug mode by the op itself). As in
+ * PyTorch, negative indices are out of range everywhere except kn_index_put, which wraps them
+ * (-1 is the last). Where duplicate indices write one element, kn_scatter, kn_scatter_value
+ * and kn_index_put (without accumulate) keep the last write in row-major order of the index;
+ * the accumulating forms combine them all, deterministically. Accumulation runs in f32 for
+ * f32/f16/bf16, f64 for f64 and wrapping i64 for integers and bool. */
 #ifndef KILN_OPS_INDEX_H
 #define KILN_OPS_INDEX_H
 
@@ -19,6 +25,8 @@ kn_tensor *kn_scatter_add(kn_tensor *x, int64_t dim, kn_tensor *index, kn_tensor
 typedef enum kn_scatter_reduce_op {
     KN_SCATTER_SUM = 0, KN_SCATTER_PROD, KN_SCATTER_MEAN, KN_SCATTER_AMAX, KN_SCATTER_AMIN
 } kn_scatter_reduce_op;
+/* include_self false leaves x's values out of the reduction at the positions written; mean
+ * of integers rounds down (floor division). NaN propagates through amax/amin. */
 kn_tensor *kn_scatter_reduce(kn_tensor *x, int64_t dim, kn_tensor *index, kn_tensor *src, kn_scatter_reduce_op op,
                              bool include_self);
 /* x with out.select(dim, index[i]) += alpha * src.select(dim, i). */
@@ -26,6 +34,7 @@ kn_tensor *kn_index_add(kn_tensor *x, int64_t dim, kn_tensor *index, kn_tensor *
 /* x with x[indices[0], ..., indices[n-1]] = values (or += with accumulate): advanced indexing
  * over the first n dims, the index tensors broadcast together, values broadcast to the result. */
 kn_tensor *kn_index_put(kn_tensor *x, kn_tensor *const *indices, int n, kn_tensor *values, bool accumulate);
+/* Index tensors must be i32/i64 (for a bool mask use kn_nonzero first). */
 /* x where mask is false, value where it is true (mask broadcasts to x). */
 kn_tensor *kn_masked_fill(kn_tensor *x, kn_tensor *mask, double value);
 /* The elements of x where mask is true, as a 1-d tensor (waits for its inputs). */
@@ -41,17 +50,19 @@ typedef enum kn_bag_mode { KN_BAG_SUM = 0, KN_BAG_MEAN, KN_BAG_MAX } kn_bag_mode
  * per_sample_weights (sum mode only) scale each row. Empty bags give zeros. */
 kn_tensor *kn_embedding_bag(kn_tensor *weight, kn_tensor *indices, kn_tensor *offsets, kn_bag_mode mode,
                             kn_tensor *per_sample_weights, bool include_last_offset);
-/* The k largest (or smallest) along dim, sorted when asked; indices i64. */
+/* The k largest (or smallest) along dim; indices i64. Always sorted (ties: lower index first). */
 kn_status kn_topk(kn_tensor *x, int64_t k, int64_t dim, bool largest, bool sorted, kn_tensor **values,
                   kn_tensor **indices);
 /* Stable sort along dim; NaN sorts as the largest value. Either output may be NULL. */
 kn_status kn_sort(kn_tensor *x, int64_t dim, bool descending, kn_tensor **values, kn_tensor **indices);
 kn_tensor *kn_argsort(kn_tensor *x, int64_t dim, bool descending);
-/* The distinct values of the flattened x in ascending order, and optionally (non-NULL) the
+/* The distinct values (all NaNs count as one, last) of the flattened x in ascending order, and optionally (non-NULL) the
  * index of each element's value (x's shape) and each value's count (waits for its input). */
 kn_status kn_unique(kn_tensor *x, kn_tensor **values, kn_tensor **inverse, kn_tensor **counts);
 /* num_samples draws of category indices (i64) per row of non-negative weights [C] or [N, C],
- * from the Philox generator; without replacement, num_samples <= C. */
+ * from the Philox generator (the same seed gives the same draws); without replacement,
+ * num_samples <= C. Negative, infinite or NaN weights, an all-zero row, or too few nonzero
+ * weights without replacement are data errors (KN_ERR_ARG) reported like index errors. */
 kn_tensor *kn_multinomial(kn_tensor *probs, int64_t num_samples, bool replacement);
 
 #ifdef __cplusplus
