@@ -1,4 +1,6 @@
-/* Reductions: sum and mean. */
+/* Reductions: the API functions, which check dims and dtypes, set attributes and record. */
+#include <math.h>
+
 #include "kiln/ops.h"
 #include "ops/ops_internal.h"
 #include "ops/reduce_common.h"
@@ -24,19 +26,130 @@ bool kn_reduce_begin(kn_opctx *c, kn_op_id op, kn_tensor *x, kn_shape dims, bool
     return true;
 }
 
-kn_tensor *kn_sum(kn_tensor *x, kn_shape dims, bool keepdim) {
+/* Fails (naming the op) when the node's reduced dims hold no element: there is no extreme
+ * of nothing, as in PyTorch. */
+static bool require_nonempty(kn_opctx *c, kn_tensor *x) {
+    kn_shape r = c->node->attrs.s[0];
+    for (int i = 0; i < r.n; i++)
+        if (x->shape[r.v[i]] == 0)
+            return kn_op_fail(c, KN_ERR_SHAPE, "cannot reduce over dim %lld of size 0 (no identity)", (long long)r.v[i]) != NULL;
+    return true;
+}
+
+static kn_dtype int_to_i64(kn_dtype d) { return kn_dtype_is_float(d) ? d : KN_I64; }
+
+/* A reduction whose output dtype is a function of the input's. */
+static kn_tensor *simple_reduce(kn_op_id op, kn_tensor *x, kn_shape dims, bool keepdim, int out_kind,
+                                bool need_elements) {
     kn_opctx c;
     kn_shape shape;
-    if (!kn_reduce_begin(&c, KN_OP_sum, x, dims, keepdim, &shape)) return NULL;
-    kn_dtype out = kn_dtype_is_float(x->dtype) ? x->dtype : KN_I64;
+    if (!kn_reduce_begin(&c, op, x, dims, keepdim, &shape)) return NULL;
+    if (need_elements && !require_nonempty(&c, x)) return NULL;
+    kn_dtype out = out_kind == 0 ? x->dtype : out_kind == 1 ? int_to_i64(x->dtype) : KN_BOOL;
     if (!kn_op_output(&c, out, shape.v, shape.n)) return NULL;
     return kn_op_run(&c);
 }
+enum { OUT_SAME = 0, OUT_I64_FOR_INTS = 1, OUT_BOOL = 2 };
 
+kn_tensor *kn_sum(kn_tensor *x, kn_shape dims, bool keepdim) {
+    return simple_reduce(KN_OP_sum, x, dims, keepdim, OUT_I64_FOR_INTS, false);
+}
 kn_tensor *kn_mean(kn_tensor *x, kn_shape dims, bool keepdim) {
+    return simple_reduce(KN_OP_mean, x, dims, keepdim, OUT_SAME, false);
+}
+kn_tensor *kn_prod(kn_tensor *x, kn_shape dims, bool keepdim) {
+    return simple_reduce(KN_OP_prod, x, dims, keepdim, OUT_I64_FOR_INTS, false);
+}
+kn_tensor *kn_amax(kn_tensor *x, kn_shape dims, bool keepdim) {
+    return simple_reduce(KN_OP_amax, x, dims, keepdim, OUT_SAME, true);
+}
+kn_tensor *kn_amin(kn_tensor *x, kn_shape dims, bool keepdim) {
+    return simple_reduce(KN_OP_amin, x, dims, keepdim, OUT_SAME, true);
+}
+kn_tensor *kn_max(kn_tensor *x) { return simple_reduce(KN_OP_max, x, KN_ALL_DIMS, false, OUT_SAME, true); }
+kn_tensor *kn_min(kn_tensor *x) { return simple_reduce(KN_OP_min, x, KN_ALL_DIMS, false, OUT_SAME, true); }
+kn_tensor *kn_logsumexp(kn_tensor *x, kn_shape dims, bool keepdim) {
+    return simple_reduce(KN_OP_logsumexp, x, dims, keepdim, OUT_SAME, false);
+}
+kn_tensor *kn_all(kn_tensor *x, kn_shape dims, bool keepdim) {
+    return simple_reduce(KN_OP_all, x, dims, keepdim, OUT_BOOL, false);
+}
+kn_tensor *kn_any(kn_tensor *x, kn_shape dims, bool keepdim) {
+    return simple_reduce(KN_OP_any, x, dims, keepdim, OUT_BOOL, false);
+}
+
+static kn_status extreme_dim(kn_op_id op, kn_tensor *x, int64_t dim, bool keepdim, kn_tensor **values,
+                             kn_tensor **indices) {
     kn_opctx c;
     kn_shape shape;
-    if (!kn_reduce_begin(&c, KN_OP_mean, x, dims, keepdim, &shape)) return NULL;
+    if (!kn_reduce_begin(&c, op, x, KN_DIMS(dim), keepdim, &shape)) return kn_last_status();
+    if (!require_nonempty(&c, x)) return kn_last_status();
+    if (!kn_op_output(&c, x->dtype, shape.v, shape.n)) return kn_last_status();
+    if (!kn_op_output(&c, KN_I64, shape.v, shape.n)) return kn_last_status();
+    kn_tensor *outs[2] = {NULL, NULL};
+    kn_status st = kn_op_run_multi(&c, outs);
+    if (st != KN_OK) return st;
+    if (values) *values = outs[0];
+    else kn_release(outs[0]);
+    if (indices) *indices = outs[1];
+    else kn_release(outs[1]);
+    return KN_OK;
+}
+kn_status kn_max_dim(kn_tensor *x, int64_t dim, bool keepdim, kn_tensor **values, kn_tensor **indices) {
+    return extreme_dim(KN_OP_max_dim, x, dim, keepdim, values, indices);
+}
+kn_status kn_min_dim(kn_tensor *x, int64_t dim, bool keepdim, kn_tensor **values, kn_tensor **indices) {
+    return extreme_dim(KN_OP_min_dim, x, dim, keepdim, values, indices);
+}
+
+static kn_tensor *arg_extreme(kn_op_id op, kn_tensor *x, kn_shape dims, bool keepdim) {
+    kn_opctx c;
+    kn_shape shape;
+    if (!kn_reduce_begin(&c, op, x, dims, keepdim, &shape)) return NULL;
+    if (!require_nonempty(&c, x)) return NULL;
+    if (!kn_op_output(&c, KN_I64, shape.v, shape.n)) return NULL;
+    return kn_op_run(&c);
+}
+kn_tensor *kn_argmax(kn_tensor *x, int64_t dim, bool keepdim) { return arg_extreme(KN_OP_argmax, x, KN_DIMS(dim), keepdim); }
+kn_tensor *kn_argmin(kn_tensor *x, int64_t dim, bool keepdim) { return arg_extreme(KN_OP_argmin, x, KN_DIMS(dim), keepdim); }
+kn_tensor *kn_argmax_all(kn_tensor *x) { return arg_extreme(KN_OP_argmax_all, x, KN_ALL_DIMS, false); }
+kn_tensor *kn_argmin_all(kn_tensor *x) { return arg_extreme(KN_OP_argmin_all, x, KN_ALL_DIMS, false); }
+
+static kn_tensor *with_param(kn_op_id op, kn_tensor *x, kn_shape dims, double param, bool keepdim) {
+    kn_opctx c;
+    kn_shape shape;
+    if (!kn_reduce_begin(&c, op, x, dims, keepdim, &shape)) return NULL;
+    c.node->attrs.f[0] = param;
+    if (op == KN_OP_norm) {
+        if (isnan(param) || (param < 0 && param != -INFINITY))
+            return kn_op_fail(&c, KN_ERR_ARG, "p = %g is not a norm order (0, a positive value or +-inf)", param);
+        if (isinf(param) && !require_nonempty(&c, x)) return NULL;
+    } else if (isnan(param)) {
+        return kn_op_fail(&c, KN_ERR_ARG, "correction is NaN");
+    }
     if (!kn_op_output(&c, x->dtype, shape.v, shape.n)) return NULL;
     return kn_op_run(&c);
 }
+kn_tensor *kn_var(kn_tensor *x, kn_shape dims, double correction, bool keepdim) {
+    return with_param(KN_OP_var, x, dims, correction, keepdim);
+}
+kn_tensor *kn_std(kn_tensor *x, kn_shape dims, double correction, bool keepdim) {
+    return with_param(KN_OP_std, x, dims, correction, keepdim);
+}
+kn_tensor *kn_norm(kn_tensor *x, double p, kn_shape dims, bool keepdim) {
+    return with_param(KN_OP_norm, x, dims, p, keepdim);
+}
+
+/* Ops along one dim whose output has x's shape. */
+static kn_tensor *along_dim(kn_op_id op, kn_tensor *x, int64_t dim, kn_dtype (*out_dtype)(kn_dtype)) {
+    kn_opctx c;
+    kn_shape shape;
+    if (!kn_reduce_begin(&c, op, x, KN_DIMS(dim), true, &shape)) return NULL;
+    if (!kn_op_output(&c, out_dtype(x->dtype), x->shape, x->ndim)) return NULL;
+    return kn_op_run(&c);
+}
+static kn_dtype same_dtype(kn_dtype d) { return d; }
+kn_tensor *kn_cumsum(kn_tensor *x, int64_t dim) { return along_dim(KN_OP_cumsum, x, dim, int_to_i64); }
+kn_tensor *kn_cumprod(kn_tensor *x, int64_t dim) { return along_dim(KN_OP_cumprod, x, dim, int_to_i64); }
+kn_tensor *kn_softmax(kn_tensor *x, int64_t dim) { return along_dim(KN_OP_softmax, x, dim, same_dtype); }
+kn_tensor *kn_log_softmax(kn_tensor *x, int64_t dim) { return along_dim(KN_OP_log_softmax, x, dim, same_dtype); }

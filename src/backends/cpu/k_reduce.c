@@ -1,5 +1,7 @@
-/* CPU kernels of the reductions. Float sums accumulate in double; each output's reduction
- * runs on one thread (or, for few outputs, is split across threads and combined). */
+/* CPU kernels of the reductions over dims. Float sums accumulate in double; each output's
+ * reduction runs on one thread (or, for few long rows, sums are split across threads). */
+#include <math.h>
+
 #include "backends/cpu/reduce_plan.h"
 
 /* Sum of n contiguous elements of a float dtype, in double. */
@@ -36,17 +38,6 @@ static int64_t sum_row_int(kn_dtype dt, const void *data, int64_t n) {
     return acc;
 }
 
-static void store_double(kn_tensor *t, int64_t i, double v) {
-    void *base = kn_tensor_data(t);
-    switch (t->dtype) {
-    case KN_F32: ((float *)base)[i] = (float)v; break;
-    case KN_F64: ((double *)base)[i] = v; break;
-    case KN_F16: ((uint16_t *)base)[i] = kn_f64_to_f16(v); break;
-    case KN_BF16: ((uint16_t *)base)[i] = kn_f64_to_bf16(v); break;
-    default: break;
-    }
-}
-
 /* Sums (or means, with scale = 1/inner) of every output row. */
 static kn_status sum_like(kn_node *n, bool mean) {
     kn_tensor *x = n->in[0], *out = n->out[0];
@@ -66,7 +57,7 @@ static kn_status sum_like(kn_node *n, bool mean) {
         double scale = mean ? 1.0 / (double)inner : 1.0;
         KN_PARALLEL_RANGE(outer, inner, b, e, {
             for (int64_t r = b; r < e; r++)
-                store_double(out, r, sum_row_float(dt, data + (size_t)(r * inner) * esize, inner) * scale);
+                kn_reduce_store_f64(out, r, sum_row_float(dt, data + (size_t)(r * inner) * esize, inner) * scale);
         });
     } else {
         /* Few long rows: split each row across the threads. */
@@ -79,12 +70,12 @@ static kn_status sum_like(kn_node *n, bool mean) {
                 int64_t b = inner * c / threads, e = inner * (c + 1) / threads;
                 total += sum_row_float(dt, row + (size_t)b * esize, e - b);
             }
-            store_double(out, r, mean ? total / (double)inner : total);
+            kn_reduce_store_f64(out, r, mean ? total / (double)inner : total);
         }
     }
     kn_reduce_plan_free(&p);
     if (mean && inner == 0) { /* the mean of nothing is NaN, as in PyTorch */
-        for (int64_t r = 0; r < outer; r++) store_double(out, r, NAN);
+        for (int64_t r = 0; r < outer; r++) kn_reduce_store_f64(out, r, NAN);
     }
     return KN_OK;
 }
@@ -92,8 +83,152 @@ static kn_status sum_like(kn_node *n, bool mean) {
 static kn_status sum_kernel(kn_node *n) { return sum_like(n, false); }
 static kn_status mean_kernel(kn_node *n) { return sum_like(n, true); }
 
+
+/* ---- extremes: floats compare in double (NaN wins), ints in int64 --------------------- */
+#define EXTREME_ROW(T, NAME, BETTER)                                                         \
+    static int64_t NAME(const T *v, int64_t n, T *best_out) {                                \
+        T best = v[0];                                                                       \
+        int64_t at = 0;                                                                      \
+        for (int64_t i = 1; i < n && best == best; i++)                                      \
+            if (BETTER(v[i], best) || v[i] != v[i]) best = v[i], at = i;                     \
+        *best_out = best;                                                                    \
+        return at;                                                                           \
+    }
+#define KN_GREATER(a, b) ((a) > (b))
+#define KN_LESS(a, b) ((a) < (b))
+EXTREME_ROW(double, max_row_f64, KN_GREATER)
+EXTREME_ROW(double, min_row_f64, KN_LESS)
+EXTREME_ROW(int64_t, max_row_i64, KN_GREATER)
+EXTREME_ROW(int64_t, min_row_i64, KN_LESS)
+
+static bool op_is_max(kn_op_id op) {
+    return op == KN_OP_amax || op == KN_OP_max || op == KN_OP_max_dim || op == KN_OP_argmax || op == KN_OP_argmax_all;
+}
+static bool op_is_index_only(kn_op_id op) {
+    return op == KN_OP_argmax || op == KN_OP_argmin || op == KN_OP_argmax_all || op == KN_OP_argmin_all;
+}
+
+static void extreme_row(kn_node *n, const void *row, int64_t len, int64_t r, void *scratch) {
+    kn_dtype dt = n->in[0]->dtype;
+    bool is_max = op_is_max(n->op);
+    int64_t at;
+    kn_tensor *values = op_is_index_only(n->op) ? NULL : n->out[0];
+    kn_tensor *indices = op_is_index_only(n->op) ? n->out[0] : n->n_out > 1 ? n->out[1] : NULL;
+    if (kn_dtype_is_float(dt)) {
+        double best;
+        kn_reduce_load_f64(dt, row, len, scratch);
+        at = is_max ? max_row_f64(scratch, len, &best) : min_row_f64(scratch, len, &best);
+        if (values) kn_reduce_store_f64(values, r, best);
+    } else {
+        int64_t best;
+        kn_reduce_load_i64(dt, row, len, scratch);
+        at = is_max ? max_row_i64(scratch, len, &best) : min_row_i64(scratch, len, &best);
+        if (values) kn_reduce_store_i64(values, r, best);
+    }
+    if (indices) ((int64_t *)kn_tensor_data(indices))[r] = at;
+}
+static kn_status extreme_kernel(kn_node *n) { return kn_reduce_rows(n, extreme_row); }
+
+/* ---- products and truth tests --------------------------------------------------------- */
+static void prod_row(kn_node *n, const void *row, int64_t len, int64_t r, void *scratch) {
+    kn_dtype dt = n->in[0]->dtype;
+    if (kn_dtype_is_float(dt)) {
+        double *v = scratch, acc = 1;
+        kn_reduce_load_f64(dt, row, len, v);
+        for (int64_t i = 0; i < len; i++) acc *= v[i];
+        kn_reduce_store_f64(n->out[0], r, acc);
+    } else {
+        int64_t *v = scratch;
+        uint64_t acc = 1; /* wraps on overflow like PyTorch's int64, without signed UB */
+        kn_reduce_load_i64(dt, row, len, v);
+        for (int64_t i = 0; i < len; i++) acc *= (uint64_t)v[i];
+        kn_reduce_store_i64(n->out[0], r, (int64_t)acc);
+    }
+}
+static kn_status prod_kernel(kn_node *n) { return kn_reduce_rows(n, prod_row); }
+
+static void truth_row(kn_node *n, const void *row, int64_t len, int64_t r, void *scratch) {
+    double *v = scratch; /* every dtype's zero test is exact in double (NaN is nonzero) */
+    kn_reduce_load_f64(n->in[0]->dtype, row, len, v);
+    bool want_all = n->op == KN_OP_all, result = want_all;
+    for (int64_t i = 0; i < len; i++)
+        if ((v[i] != 0) != want_all) {
+            result = !want_all;
+            break;
+        }
+    ((uint8_t *)kn_tensor_data(n->out[0]))[r] = result;
+}
+static kn_status truth_kernel(kn_node *n) { return kn_reduce_rows(n, truth_row); }
+
+/* ---- statistics (float inputs, double math) ------------------------------------------- */
+static void var_row(kn_node *n, const void *row, int64_t len, int64_t r, void *scratch) {
+    double *v = scratch, mean = 0, ss = 0;
+    kn_reduce_load_f64(n->in[0]->dtype, row, len, v);
+    for (int64_t i = 0; i < len; i++) mean += v[i];
+    mean /= (double)len;
+    for (int64_t i = 0; i < len; i++) ss += (v[i] - mean) * (v[i] - mean);
+    double var = ss / fmax(0.0, (double)len - n->attrs.f[0]);
+    kn_reduce_store_f64(n->out[0], r, n->op == KN_OP_std ? sqrt(var) : var);
+}
+static kn_status var_kernel(kn_node *n) { return kn_reduce_rows(n, var_row); }
+
+static void norm_row(kn_node *n, const void *row, int64_t len, int64_t r, void *scratch) {
+    double *v = scratch, p = n->attrs.f[0], acc = 0;
+    kn_reduce_load_f64(n->in[0]->dtype, row, len, v);
+    for (int64_t i = 0; i < len; i++) v[i] = fabs(v[i]);
+    if (p == INFINITY || p == -INFINITY) {
+        (p > 0 ? max_row_f64 : min_row_f64)(v, len, &acc);
+    } else if (p == 0) {
+        for (int64_t i = 0; i < len; i++) acc += v[i] != 0;
+    } else if (p == 1) {
+        for (int64_t i = 0; i < len; i++) acc += v[i];
+    } else if (p == 2) {
+        for (int64_t i = 0; i < len; i++) acc += v[i] * v[i];
+        acc = sqrt(acc);
+    } else {
+        for (int64_t i = 0; i < len; i++) acc += pow(v[i], p);
+        acc = pow(acc, 1.0 / p);
+    }
+    kn_reduce_store_f64(n->out[0], r, acc);
+}
+static kn_status norm_kernel(kn_node *n) { return kn_reduce_rows(n, norm_row); }
+
+static void logsumexp_row(kn_node *n, const void *row, int64_t len, int64_t r, void *scratch) {
+    double *v = scratch, m = -INFINITY, acc = 0;
+    kn_reduce_load_f64(n->in[0]->dtype, row, len, v);
+    for (int64_t i = 0; i < len; i++) m = v[i] > m || v[i] != v[i] ? v[i] : m;
+    if (isinf(m) || isnan(m)) { /* only -inf (or empty) stays -inf; +inf and NaN pass through */
+        kn_reduce_store_f64(n->out[0], r, m);
+        return;
+    }
+    for (int64_t i = 0; i < len; i++) acc += exp(v[i] - m);
+    kn_reduce_store_f64(n->out[0], r, m + log(acc));
+}
+static kn_status logsumexp_kernel(kn_node *n) { return kn_reduce_rows(n, logsumexp_row); }
+
 const kn_kernel_reg kn_cpu_kernels_reduce[] = {
     {KN_OP_sum, sum_kernel, KN_DTS_ALL},
     {KN_OP_mean, mean_kernel, KN_DTS_FLOAT},
+    {KN_OP_prod, prod_kernel, KN_DTS_ALL},
+    {KN_OP_amax, extreme_kernel, KN_DTS_ALL},
+    {KN_OP_amin, extreme_kernel, KN_DTS_ALL},
+    {KN_OP_max, extreme_kernel, KN_DTS_ALL},
+    {KN_OP_min, extreme_kernel, KN_DTS_ALL},
+    {KN_OP_max_dim, extreme_kernel, KN_DTS_ALL},
+    {KN_OP_min_dim, extreme_kernel, KN_DTS_ALL},
+    {KN_OP_argmax, extreme_kernel, KN_DTS_ALL},
+    {KN_OP_argmin, extreme_kernel, KN_DTS_ALL},
+    {KN_OP_argmax_all, extreme_kernel, KN_DTS_ALL},
+    {KN_OP_argmin_all, extreme_kernel, KN_DTS_ALL},
+    {KN_OP_var, var_kernel, KN_DTS_FLOAT},
+    {KN_OP_std, var_kernel, KN_DTS_FLOAT},
+    {KN_OP_norm, norm_kernel, KN_DTS_FLOAT},
+    {KN_OP_logsumexp, logsumexp_kernel, KN_DTS_FLOAT},
+    {KN_OP_all, truth_kernel, KN_DTS_ALL},
+    {KN_OP_any, truth_kernel, KN_DTS_ALL},
+    {KN_OP_cumsum, kn_cpu_cumsum, KN_DTS_ALL},
+    {KN_OP_cumprod, kn_cpu_cumprod, KN_DTS_ALL},
+    {KN_OP_softmax, kn_cpu_softmax, KN_DTS_FLOAT},
+    {KN_OP_log_softmax, kn_cpu_log_softmax, KN_DTS_FLOAT},
     {0},
 };

@@ -1,6 +1,8 @@
-/* Reduction plans: a zero-copy [outer, inner] view when the reduced dims are the innermost
- * and contiguous, else one strided copy with them moved last. */
+/* Reduction plans (a zero-copy [outer, inner] view when the reduced dims are the innermost
+ * and contiguous, else one strided copy with them moved last) and the row helpers. */
 #include "backends/cpu/reduce_plan.h"
+
+#include <stdlib.h>
 
 #include "core/error.h"
 
@@ -45,4 +47,59 @@ kn_status kn_reduce_plan_make(kn_reduce_plan *p, kn_tensor *x, kn_shape reduced)
 void kn_reduce_plan_free(kn_reduce_plan *p) {
     kn_tensor_decref(p->scratch);
     p->scratch = NULL;
+}
+
+#define LOAD_CASE(T, SUF, DT, ST, CT, LOAD, STORE)              \
+    case DT: {                                                  \
+        const ST *s = src;                                      \
+        for (int64_t i = 0; i < n; i++) dst[i] = (T)LOAD(s[i]); \
+        break;                                                  \
+    }
+void kn_reduce_load_f64(kn_dtype dt, const void *src, int64_t n, double *dst) {
+    switch (dt) { KN_DTYPES_CLASS_ALL(LOAD_CASE, double) default: break; }
+}
+void kn_reduce_load_i64(kn_dtype dt, const void *src, int64_t n, int64_t *dst) {
+    switch (dt) { KN_DTYPES_CLASS_ALL(LOAD_CASE, int64_t) default: break; }
+}
+
+void kn_reduce_store_f64(kn_tensor *t, int64_t i, double v) {
+    void *base = kn_tensor_data(t);
+    switch (t->dtype) {
+    case KN_F32: ((float *)base)[i] = (float)v; break;
+    case KN_F64: ((double *)base)[i] = v; break;
+    case KN_F16: ((uint16_t *)base)[i] = kn_f64_to_f16(v); break;
+    case KN_BF16: ((uint16_t *)base)[i] = kn_f64_to_bf16(v); break;
+    default: kn_reduce_store_i64(t, i, (int64_t)v); break;
+    }
+}
+
+void kn_reduce_store_i64(kn_tensor *t, int64_t i, int64_t v) {
+    void *base = kn_tensor_data(t);
+    switch (t->dtype) {
+    case KN_I32: ((int32_t *)base)[i] = (int32_t)v; break;
+    case KN_I64: ((int64_t *)base)[i] = v; break;
+    case KN_BOOL: ((uint8_t *)base)[i] = v != 0; break;
+    default: kn_reduce_store_f64(t, i, (double)v); break;
+    }
+}
+
+kn_status kn_reduce_rows(kn_node *n, kn_reduce_row_fn fn) {
+    kn_reduce_plan p;
+    kn_status st = kn_reduce_plan_make(&p, n->in[0], n->attrs.s[0]);
+    if (st != KN_OK) return st;
+    int64_t inner = p.inner;
+    size_t esize = kn_dtype_size(n->in[0]->dtype);
+    const char *data = p.data;
+    int failed = 0;
+    KN_PARALLEL_RANGE(p.outer, inner, b, e, {
+        void *scratch = malloc((size_t)(inner > 0 ? inner : 1) * sizeof(double));
+        if (!scratch) {
+_Pragma("omp atomic write") failed = 1;
+        } else {
+            for (int64_t r = b; r < e; r++) fn(n, data + (size_t)(r * inner) * esize, inner, r, scratch);
+        }
+        free(scratch);
+    });
+    kn_reduce_plan_free(&p);
+    return failed ? kn_error(KN_ERR_OOM, "%s: no memory for a row buffer", kn_op_name(n->op)) : KN_OK;
 }

@@ -1,0 +1,130 @@
+/* CPU kernels of the ops along one dim whose output has the input's shape: cumsum, cumprod,
+ * softmax, log_softmax. Each row (the dim, made contiguous by the reduce plan) is independent,
+ * so rows run in parallel; results land in a [kept..., dim] buffer copied back into place
+ * only when the dim was not already innermost. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backends/cpu/reduce_plan.h"
+#include "core/error.h"
+
+typedef void (*along_fn)(kn_dtype dt, const void *in, void *out, int64_t len, void *scratch);
+
+static kn_status run_along(kn_node *n, along_fn fn) {
+    kn_tensor *x = n->in[0], *out = n->out[0];
+    kn_shape reduced = n->attrs.s[0];
+    kn_reduce_plan p;
+    kn_status st = kn_reduce_plan_make(&p, x, reduced);
+    if (st != KN_OK) return st;
+    int64_t shape[KN_MAX_DIMS], stride[KN_MAX_DIMS];
+    int nd = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (reduced.n == 0 || d != reduced.v[0]) shape[nd] = out->shape[d], stride[nd++] = out->stride[d];
+    if (reduced.n) shape[nd] = out->shape[reduced.v[0]], stride[nd++] = out->stride[reduced.v[0]];
+    kn_tensor *target = p.scratch ? kn_tensor_alloc("along_dim", out->dtype, shape, nd, out->storage->device) : out;
+    if (!target) {
+        kn_reduce_plan_free(&p);
+        return kn_last_status();
+    }
+    int64_t len = p.inner;
+    size_t in_size = kn_dtype_size(x->dtype), out_size = kn_dtype_size(out->dtype);
+    const char *src = p.data;
+    char *dst = kn_tensor_data(target);
+    int failed = 0;
+    KN_PARALLEL_RANGE(p.outer, len * 8, b, e, {
+        void *scratch = malloc((size_t)(len > 0 ? len : 1) * sizeof(double));
+        if (!scratch) {
+_Pragma("omp atomic write") failed = 1;
+        } else {
+            for (int64_t r = b; r < e; r++)
+                fn(x->dtype, src + (size_t)(r * len) * in_size, dst + (size_t)(r * len) * out_size, len, scratch);
+        }
+        free(scratch);
+    });
+    kn_reduce_plan_free(&p);
+    if (!failed && target != out) {
+        kn_tensor *view = kn_tensor_view_of(out, shape, nd, stride, out->offset);
+        st = view ? kn_cpu_copy_into(view, target) : kn_last_status();
+        kn_tensor_decref(view);
+    }
+    if (target != out) kn_tensor_decref(target);
+    if (failed) return kn_error(KN_ERR_OOM, "%s: no memory for a row buffer", kn_op_name(n->op));
+    return st;
+}
+
+/* Narrows a row of doubles into a float dtype. */
+static void store_row(kn_dtype dt, void *dst, const double *v, int64_t n) {
+    switch (dt) {
+    case KN_F32: for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)v[i]; break;
+    case KN_F64: for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = v[i]; break;
+    case KN_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = kn_f64_to_f16(v[i]); break;
+    default: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = kn_f64_to_bf16(v[i]); break;
+    }
+}
+
+/* Running sums and products: floats accumulate in double, ints wrap in int64 (unsigned
+ * arithmetic, so overflow is defined). */
+#define SCAN_ROW(NAME, OP)                                                                  \
+    static void NAME(kn_dtype dt, const void *in, void *out, int64_t len, void *scratch) {   \
+        if (kn_dtype_is_float(dt)) {                                                         \
+            double *v = scratch;                                                             \
+            kn_reduce_load_f64(dt, in, len, v);                                              \
+            for (int64_t i = 1; i < len; i++) v[i] = v[i - 1] OP v[i];                       \
+            store_row(dt, out, v, len);                                                      \
+        } else {                                                                             \
+            int64_t *v = out;                                                                \
+            kn_reduce_load_i64(dt, in, len, v);                                              \
+            for (int64_t i = 1; i < len; i++) v[i] = (int64_t)((uint64_t)v[i - 1] OP (uint64_t)v[i]); \
+        }                                                                                    \
+    }
+SCAN_ROW(cumsum_row, +)
+SCAN_ROW(cumprod_row, *)
+
+/* Softmax of one contiguous row in T (float for f32/f16/bf16, double for f64): the max is
+ * subtracted first so exp never overflows; the sum accumulates in double. A row of only
+ * -inf gives NaN (-inf - -inf), as in PyTorch. */
+#define SOFTMAX_ROW(T, SUF)                                                                  \
+    static void softmax_row_##SUF(const T *restrict x, T *restrict y, int64_t n, bool take_log) { \
+        T m = -INFINITY;                                                                     \
+        _Pragma("omp simd reduction(max : m)") for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m; \
+        double sum = 0;                                                                      \
+        if (take_log) {                                                                      \
+            _Pragma("omp simd reduction(+ : sum)") for (int64_t i = 0; i < n; i++) sum += kn_exp(x[i] - m); \
+            T shift = m + (T)log(sum);                                                       \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = x[i] - shift;         \
+        } else {                                                                             \
+            _Pragma("omp simd reduction(+ : sum)") for (int64_t i = 0; i < n; i++) {         \
+                T e = kn_exp(x[i] - m);                                                      \
+                y[i] = e;                                                                    \
+                sum += e;                                                                    \
+            }                                                                                \
+            T inv = (T)(1.0 / sum);                                                          \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] *= inv;                 \
+        }                                                                                    \
+    }
+SOFTMAX_ROW(float, f32)
+SOFTMAX_ROW(double, f64)
+
+static void softmax_any(kn_dtype dt, const void *in, void *out, int64_t len, void *scratch, bool take_log) {
+    if (dt == KN_F32) return softmax_row_f32(in, out, len, take_log);
+    if (dt == KN_F64) return softmax_row_f64(in, out, len, take_log);
+    /* f16/bf16: widen the row to float, scratch holds the input and output halves */
+    float *xf = scratch, *yf = xf + len;
+    const uint16_t *h = in;
+    uint16_t *o = out;
+    bool is_f16 = dt == KN_F16;
+    for (int64_t i = 0; i < len; i++) xf[i] = is_f16 ? kn_half_to_f32_f16(h[i]) : kn_half_to_f32_bf16(h[i]);
+    softmax_row_f32(xf, yf, len, take_log);
+    for (int64_t i = 0; i < len; i++) o[i] = is_f16 ? kn_half_from_f32_f16(yf[i]) : kn_half_from_f32_bf16(yf[i]);
+}
+static void softmax_row(kn_dtype dt, const void *in, void *out, int64_t len, void *scratch) {
+    softmax_any(dt, in, out, len, scratch, false);
+}
+static void log_softmax_row(kn_dtype dt, const void *in, void *out, int64_t len, void *scratch) {
+    softmax_any(dt, in, out, len, scratch, true);
+}
+
+kn_status kn_cpu_cumsum(kn_node *n) { return run_along(n, cumsum_row); }
+kn_status kn_cpu_cumprod(kn_node *n) { return run_along(n, cumprod_row); }
+kn_status kn_cpu_softmax(kn_node *n) { return run_along(n, softmax_row); }
+kn_status kn_cpu_log_softmax(kn_node *n) { return run_along(n, log_softmax_row); }
