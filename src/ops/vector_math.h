@@ -6,35 +6,43 @@
 #ifndef KILN_OPS_VECTOR_MATH_H
 #define KILN_OPS_VECTOR_MATH_H
 
+/* Forced inline: a call left in a loop keeps the loop scalar, and gcc's size heuristics
+ * otherwise inline these into the strided loop but not the contiguous one. */
+#if defined(__GNUC__)
+#define KN_VM_INLINE static inline __attribute__((always_inline))
+#else
+#define KN_VM_INLINE static inline
+#endif
+
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t kn_vm_bits(float f) {
+KN_VM_INLINE uint32_t kn_vm_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     return u;
 }
-static inline float kn_vm_float(uint32_t u) {
+KN_VM_INLINE float kn_vm_float(uint32_t u) {
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
 }
-static inline float kn_vm_copysign(float mag, float sign) {
+KN_VM_INLINE float kn_vm_copysign(float mag, float sign) {
     return kn_vm_float((kn_vm_bits(mag) & 0x7fffffffu) | (kn_vm_bits(sign) & 0x80000000u));
 }
-static inline float kn_vm_abs(float x) { return kn_vm_float(kn_vm_bits(x) & 0x7fffffffu); }
+KN_VM_INLINE float kn_vm_abs(float x) { return kn_vm_float(kn_vm_bits(x) & 0x7fffffffu); }
 
 /* c ? a : b through bit masks. Both arms are computed anyway; written as a conditional, the
  * compiler would move each arm's arithmetic under a branch and then (floating point may trap)
  * refuse to if-convert the loop for vectorization. c must be 0 or 1. */
-static inline uint32_t kn_vm_selu(int c, uint32_t a, uint32_t b) {
+KN_VM_INLINE uint32_t kn_vm_selu(int c, uint32_t a, uint32_t b) {
     uint32_t m = 0u - (uint32_t)c;
     return (a & m) | (b & ~m);
 }
-static inline float kn_vm_sel(int c, float a, float b) {
+KN_VM_INLINE float kn_vm_sel(int c, float a, float b) {
     return kn_vm_float(kn_vm_selu(c, kn_vm_bits(a), kn_vm_bits(b)));
 }
-static inline double kn_vm_seld(int c, double a, double b) {
+KN_VM_INLINE double kn_vm_seld(int c, double a, double b) {
     uint64_t ua, ub, m = 0ull - (uint64_t)c;
     memcpy(&ua, &a, sizeof ua);
     memcpy(&ub, &b, sizeof ub);
@@ -55,7 +63,7 @@ static inline double kn_vm_seld(int c, double a, double b) {
 #define KN_VM_NAN (__builtin_nanf(""))
 
 /* 2^n for integer n in [-252, 254] as the product of two normal scale factors. */
-static inline float kn_vm_scale(float p, int32_t n) {
+KN_VM_INLINE float kn_vm_scale(float p, int32_t n) {
     int32_t n1 = n >> 1, n2 = n - n1;
     float s1 = kn_vm_float((uint32_t)(n1 + 127) << 23), s2 = kn_vm_float((uint32_t)(n2 + 127) << 23);
     return p * s1 * s2;
@@ -64,7 +72,7 @@ static inline float kn_vm_scale(float p, int32_t n) {
 /* Rounds x*log2(e) to an integer n (returned as a float and through *ni) and gives
  * r = x - n*ln2 in two steps (Cody-Waite). The integer comes from the bits of a shifted sum,
  * so no float-to-int conversion sees a NaN. */
-static inline float kn_vm_exp_reduce(float x, float *nf, int32_t *ni) {
+KN_VM_INLINE float kn_vm_exp_reduce(float x, float *nf, int32_t *ni) {
     const float shifter = 12582912.0f; /* 1.5 * 2^23 */
     float t = KN_VM_FMA(x, 1.44269504088896341f, shifter);
     *ni = (int32_t)(kn_vm_bits(t) - kn_vm_bits(shifter));
@@ -74,7 +82,7 @@ static inline float kn_vm_exp_reduce(float x, float *nf, int32_t *ni) {
 }
 
 /* e^r - 1 - r for |r| <= ln2/2, as r^2 times a polynomial (Cephes expf). */
-static inline float kn_vm_expm1_poly(float r) {
+KN_VM_INLINE float kn_vm_expm1_poly(float r) {
     float p = 1.9875691500e-4f;
     p = KN_VM_FMA(p, r, 1.3981999507e-3f);
     p = KN_VM_FMA(p, r, 8.3334519073e-3f);
@@ -84,7 +92,7 @@ static inline float kn_vm_expm1_poly(float r) {
     return p * r * r;
 }
 
-static inline float kn_expf(float x) {
+KN_VM_INLINE float kn_expf(float x) {
     /* Beyond these e^x is Inf or below half the smallest subnormal; NaN fails both tests. */
     x = kn_vm_sel(x > 89.0f, 89.0f, x);
     x = kn_vm_sel(x < -104.0f, -104.0f, x);
@@ -95,7 +103,7 @@ static inline float kn_expf(float x) {
     return kn_vm_scale(p, n);
 }
 
-static inline float kn_expm1f(float x) {
+KN_VM_INLINE float kn_expm1f(float x) {
     float xc = kn_vm_sel(x > 89.0f, 89.0f, x);
     xc = kn_vm_sel(xc < -30.0f, -30.0f, xc); /* e^-30 is below half an ulp of -1 */
     float nf;
@@ -111,7 +119,7 @@ static inline float kn_expm1f(float x) {
 
 /* log(1 + f) - f + f^2/2 given f in [sqrt(1/2) - 1, sqrt(2) - 1] (fdlibm's logf kernel):
  * returns s*(hfsq + R) where s = f/(2+f). */
-static inline float kn_vm_log_tail(float f, float hfsq) {
+KN_VM_INLINE float kn_vm_log_tail(float f, float hfsq) {
     float s = f / (2.0f + f);
     float z = s * s, w = z * z;
     float t1 = w * KN_VM_FMA(w, 0.24279078841f, 0.40000972152f);
@@ -121,7 +129,7 @@ static inline float kn_vm_log_tail(float f, float hfsq) {
 
 /* Splits positive finite x into 2^k * m with m in [sqrt(1/2), sqrt(2)); returns f = m - 1.
  * Subnormals are scaled into the normal range first. */
-static inline float kn_vm_log_split(float x, float *kf) {
+KN_VM_INLINE float kn_vm_log_split(float x, float *kf) {
     int sub = x < 1.17549435e-38f;
     float xs = kn_vm_sel(sub, x * 8388608.0f, x); /* 2^23 */
     uint32_t ix = kn_vm_bits(xs) + (0x3f800000u - 0x3f3504f3u);
@@ -131,14 +139,14 @@ static inline float kn_vm_log_split(float x, float *kf) {
 }
 
 /* The special values shared by the logarithms, given the argument of log. */
-static inline float kn_vm_log_special(float x, float y) {
+KN_VM_INLINE float kn_vm_log_special(float x, float y) {
     y = kn_vm_sel(x < 0.0f, KN_VM_NAN, y);
     y = kn_vm_sel(x == 0.0f, -KN_VM_INF, y);
     y = kn_vm_sel(x == KN_VM_INF, KN_VM_INF, y);
     return kn_vm_sel(x != x, x, y);
 }
 
-static inline float kn_logf(float x) {
+KN_VM_INLINE float kn_logf(float x) {
     float k;
     float f = kn_vm_log_split(x, &k);
     float hfsq = 0.5f * f * f;
@@ -147,7 +155,7 @@ static inline float kn_logf(float x) {
     return kn_vm_log_special(x, y);
 }
 
-static inline float kn_log2f(float x) {
+KN_VM_INLINE float kn_log2f(float x) {
     float k;
     float f = kn_vm_log_split(x, &k);
     float hfsq = 0.5f * f * f;
@@ -159,7 +167,7 @@ static inline float kn_log2f(float x) {
     return kn_vm_log_special(x, y);
 }
 
-static inline float kn_log1pf(float x) {
+KN_VM_INLINE float kn_log1pf(float x) {
     float u = 1.0f + x;
     float k;
     float fu = kn_vm_log_split(u, &k);
@@ -181,13 +189,13 @@ static inline float kn_log1pf(float x) {
  * |x| < 2^28 * pi/2), then fdlibm's double kernels, which round once to float. */
 #define KN_VM_TRIG_MAX 421657428.0f /* 2^28 * pi/2 */
 
-static inline double kn_vm_sin_kernel(double r) {
+KN_VM_INLINE double kn_vm_sin_kernel(double r) {
     double z = r * r, w = z * z;
     double p = -0x1a00f9e2cae774.0p-65 + z * 0x16cd878c3b46a7.0p-71;
     double s = z * r;
     return (r + s * (-0x15555554cbac77.0p-55 + z * 0x111110896efbb2.0p-59)) + s * w * p;
 }
-static inline double kn_vm_cos_kernel(double r) {
+KN_VM_INLINE double kn_vm_cos_kernel(double r) {
     double z = r * r, w = z * z;
     double p = -0x16c087e80f1e27.0p-62 + z * 0x199342e0ee5069.0p-68;
     return ((1.0 + z * -0x1ffffffd0c5e81.0p-54) + w * 0x155553e1053a42.0p-57) + (w * z) * p;
@@ -196,7 +204,7 @@ static inline double kn_vm_cos_kernel(double r) {
 /* Payne-Hanek reduction for |x| >= 2^28 * pi/2, where x = m * 2^k is an integer: the 96 bits
  * of 2/pi that matter for m * 2^k * 2/pi mod 4 are picked by selects (no table gather), and
  * 32x32-bit products give the fraction. Returns r in [-pi/4, pi/4] and the quadrant of |x|. */
-static inline double kn_vm_reduce_huge(float ax, uint32_t *quadrant) {
+KN_VM_INLINE double kn_vm_reduce_huge(float ax, uint32_t *quadrant) {
     static const uint32_t two_over_pi[7] = {0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u,
                                             0xdb629599u, 0x3c439041u, 0xfe5163abu};
     uint32_t b = kn_vm_bits(ax);
@@ -220,7 +228,7 @@ static inline double kn_vm_reduce_huge(float ax, uint32_t *quadrant) {
 }
 
 /* sin(x + quarter * pi/2). */
-static inline float kn_vm_sincos(float x, uint32_t quarter) {
+KN_VM_INLINE float kn_vm_sincos(float x, uint32_t quarter) {
     double d = (double)x;
     const double shifter = 6755399441055744.0; /* 1.5 * 2^52 */
     double t = d * 6.36619772367581382433e-01 + shifter;
@@ -244,10 +252,10 @@ static inline float kn_vm_sincos(float x, uint32_t quarter) {
     return kn_vm_sel(x != x, x, kn_vm_sel(kn_vm_abs(x) == KN_VM_INF, KN_VM_NAN, y));
 }
 
-static inline float kn_sinf(float x) { return kn_vm_sel(x == 0.0f, x, kn_vm_sincos(x, 0)); }
-static inline float kn_cosf(float x) { return kn_vm_sincos(x, 1); }
+KN_VM_INLINE float kn_sinf(float x) { return kn_vm_sel(x == 0.0f, x, kn_vm_sincos(x, 0)); }
+KN_VM_INLINE float kn_cosf(float x) { return kn_vm_sincos(x, 1); }
 
-static inline float kn_tanhf(float x) {
+KN_VM_INLINE float kn_tanhf(float x) {
     float ax = kn_vm_abs(x);
     /* Small |x|: an odd polynomial, tanh(x) = x + x^3 P(x^2). */
     float z = x * x;
@@ -265,7 +273,7 @@ static inline float kn_tanhf(float x) {
     return kn_vm_sel((x != x) | (x == 0.0f), x, y); /* keeps NaN payloads and -0 */
 }
 
-static inline float kn_erff(float x) {
+KN_VM_INLINE float kn_erff(float x) {
     float ax = kn_vm_abs(x);
     /* |x| <= 1: erf(x) = x + x * (c0 - 1 + x^2 P(x^2)), keeping the leading term exact. */
     float z = x * x;
@@ -302,7 +310,7 @@ static inline float kn_erff(float x) {
 /* 1 / (1 + e^-x) through e = e^-|x| <= 1, so nothing overflows and tiny results keep
  * their subnormal precision. The rounding error of 1 + e is recovered exactly (Fast2Sum)
  * and corrected for. */
-static inline float kn_sigmoidf(float x) {
+KN_VM_INLINE float kn_sigmoidf(float x) {
     float e = kn_expf(-kn_vm_abs(x));
     float d = 1.0f + e;
     float dlo = (1.0f - d) + e;
