@@ -1,16 +1,29 @@
-/* CPU kernels of the reductions over dims. Float sums accumulate in double; each output's
+/* CPU kernels of the reductions over dims. Float sums accumulate in blocks, then double; each output's
  * reduction runs on one thread (or, for few long rows, sums are split across threads). */
 #include <math.h>
 
 #include "backends/cpu/reduce_plan.h"
 
-/* Sum of n contiguous elements of a float dtype, in double. */
-#define SUM_ROW(unused, SUF, DT, ST, CT, LOAD, STORE)                                    \
-    static double sum_row_##SUF(const void *data, int64_t n) {                   \
-        const ST *x = data;                                                      \
-        double acc = 0;                                                          \
-        _Pragma("omp simd reduction(+ : acc)") for (int64_t i = 0; i < n; i++) acc += (double)LOAD(x[i]); \
-        return acc;                                                              \
+/* Sum of n contiguous elements of a float dtype: blocks of SUM_BLOCK elements are summed in
+ * SUM_LANES independent compute-type lanes (enough parallel add chains to keep up with memory),
+ * and the block sums in double, so the error stays that of a 32-term sum per lane. */
+#define SUM_LANES 32
+#define SUM_BLOCK 1024
+#define SUM_ROW(unused, SUF, DT, ST, CT, LOAD, STORE)                                 \
+    static double sum_row_##SUF(const void *data, int64_t n) {                        \
+        const ST *restrict x = data;                                                  \
+        double acc = 0;                                                               \
+        int64_t i = 0;                                                                \
+        for (; i + SUM_BLOCK <= n; i += SUM_BLOCK) {                                  \
+            CT lane[SUM_LANES] = {0};                                                 \
+            for (int64_t j = 0; j < SUM_BLOCK; j += SUM_LANES)                        \
+                for (int k = 0; k < SUM_LANES; k++) lane[k] += LOAD(x[i + j + k]);    \
+            double block = 0;                                                         \
+            for (int k = 0; k < SUM_LANES; k++) block += (double)lane[k];             \
+            acc += block;                                                             \
+        }                                                                             \
+        for (; i < n; i++) acc += (double)LOAD(x[i]);                                 \
+        return acc;                                                                   \
     }
 KN_DTYPES_FLOAT(SUM_ROW, ~)
 
