@@ -12,7 +12,11 @@
 #include "core/error.h"
 
 #define RING 4096
-#define SPINS 20000
+/* Spin budgets, in pause instructions (~20 ns each here). The worker waits ~100 us for the
+ * next op before sleeping; a host waiting for results spins only ~10 us, because while it
+ * spins it holds a core the kernels (and OpenBLAS's threads) need. */
+#define WORKER_SPINS 5000
+#define SYNC_SPINS 500
 
 typedef struct task {
     kn_task_fn fn;
@@ -45,7 +49,7 @@ static inline void cpu_relax(void) {
 static void *worker_main(void *unused) {
     (void)unused;
     for (;;) {
-        for (int i = 0; i < SPINS && atomic_load_explicit(&S.queued, memory_order_acquire) == 0; i++) cpu_relax();
+        for (int i = 0; i < WORKER_SPINS && atomic_load_explicit(&S.queued, memory_order_acquire) == 0; i++) cpu_relax();
         pthread_mutex_lock(&S.lock);
         while (S.count == 0) {
             atomic_store(&S.worker_sleeping, 1);
@@ -106,7 +110,7 @@ void kn_cpu_stream_push(kn_task_fn fn, void *arg) {
 }
 
 kn_status kn_cpu_stream_sync(void) {
-    for (int i = 0; i < SPINS && atomic_load_explicit(&S.queued, memory_order_acquire) != 0; i++) cpu_relax();
+    for (int i = 0; i < SYNC_SPINS && atomic_load_explicit(&S.queued, memory_order_acquire) != 0; i++) cpu_relax();
     pthread_mutex_lock(&S.lock);
     if (atomic_load(&S.queued) != 0) {
         atomic_fetch_add(&S.idle_waiters, 1);
