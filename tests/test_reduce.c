@@ -143,7 +143,8 @@ static void check_one(const reduce_case *rc, kn_tensor *x, kn_shape dims, bool k
 }
 
 static void run_case(const reduce_case *rc, double param) {
-    const kn_shape dim_sets[] = {KN_DIMS(1), KN_DIMS(-1), KN_DIMS(0, 2), KN_DIMS(2, 0), KN_ALL_DIMS};
+    /* dim 0 of [3, 4, 5] leaves 20 contiguous outputs: the column path of sum and mean */
+    const kn_shape dim_sets[] = {KN_DIMS(1), KN_DIMS(-1), KN_DIMS(0), KN_DIMS(0, 1), KN_DIMS(0, 2), KN_DIMS(2, 0), KN_ALL_DIMS};
     for (int k = 0; k < KN_DTYPE_COUNT; k++) {
         kn_dtype dt = ALL_DTYPES[k];
         if (rc->floats_only && !kn_dtype_is_float(dt)) continue;
@@ -222,6 +223,15 @@ static void test_zero_size_reductions(void) {
         CHECK_ERROR(kn_max(x) != NULL, KN_ERR_SHAPE, "max");
         CHECK_ERROR(kn_argmin(x, 1, false) != NULL, KN_ERR_SHAPE, "argmin");
         CHECK_SHAPE(kn_amax(x, KN_DIMS(2), false), KN_SHAPE(3, 0)); /* a nonempty reduced dim is fine */
+        /* no rows under the column path */
+        double zeros20[20] = {0};
+        kn_tensor *no_rows = kn_zeros(KN_SHAPE(0, 20), dt);
+        CHECK_CLOSE(kn_sum(no_rows, KN_DIMS(0), false), zeros20, tol_for(KN_F64), "column sum of no rows");
+        if (kn_dtype_is_float(dt)) {
+            double *mv = read_f64(kn_mean(no_rows, KN_DIMS(0), false));
+            CHECK(mv && isnan(mv[0]) && isnan(mv[19]));
+            free(mv);
+        }
     }
 }
 
