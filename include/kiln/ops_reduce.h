@@ -1,5 +1,7 @@
-/* Reductions over a set of dims (KN_DIMS(...); KN_ALL_DIMS for every dim). keepdim keeps
- * the reduced dims as size 1. */
+/* Reductions over a set of dims (KN_DIMS(...); KN_ALL_DIMS for every dim; negative dims
+ * count from the end). keepdim keeps the reduced dims as size 1. Over zero-size dims, sum
+ * gives 0, prod 1, mean NaN, all true, any false; the extremes (amax, max, max_dim, argmax
+ * and their min twins) fail with KN_ERR_SHAPE, having no identity. */
 #ifndef KILN_OPS_REDUCE_H
 #define KILN_OPS_REDUCE_H
 
@@ -28,13 +30,14 @@ kn_tensor *kn_argmax(kn_tensor *x, int64_t dim, bool keepdim);
 kn_tensor *kn_argmin(kn_tensor *x, int64_t dim, bool keepdim);
 kn_tensor *kn_argmax_all(kn_tensor *x);
 kn_tensor *kn_argmin_all(kn_tensor *x);
-/* Variance and standard deviation with Bessel's correction term (1 = unbiased, 0 = biased). */
+/* Variance and standard deviation with Bessel's correction term (1 = unbiased, 0 = biased):
+ * the squared deviations are divided by max(0, N - correction). Float inputs only. */
 kn_tensor *kn_var(kn_tensor *x, kn_shape dims, double correction, bool keepdim);
 kn_tensor *kn_std(kn_tensor *x, kn_shape dims, double correction, bool keepdim);
 /* Vector p-norm over dims: p = 2, 1, INFINITY (max |x|), -INFINITY (min |x|), 0 (count of
  * nonzeros) or any other positive p. */
 kn_tensor *kn_norm(kn_tensor *x, double p, kn_shape dims, bool keepdim);
-/* log(sum(exp(x))) over dims, computed stably. */
+/* log(sum(exp(x))) over dims, computed stably (only -inf gives -inf). Float inputs only. */
 kn_tensor *kn_logsumexp(kn_tensor *x, kn_shape dims, bool keepdim);
 /* Whether all / any elements are nonzero; bool output. */
 kn_tensor *kn_all(kn_tensor *x, kn_shape dims, bool keepdim);
@@ -42,7 +45,8 @@ kn_tensor *kn_any(kn_tensor *x, kn_shape dims, bool keepdim);
 /* Running sum / product along dim (integers in i64). */
 kn_tensor *kn_cumsum(kn_tensor *x, int64_t dim);
 kn_tensor *kn_cumprod(kn_tensor *x, int64_t dim);
-/* Softmax and its logarithm along dim, stable for large inputs. */
+/* Softmax and its logarithm along dim, stable for large inputs (a row of only -inf gives
+ * NaN, as in PyTorch). Float inputs only. */
 kn_tensor *kn_softmax(kn_tensor *x, int64_t dim);
 kn_tensor *kn_log_softmax(kn_tensor *x, int64_t dim);
 

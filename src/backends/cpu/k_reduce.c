@@ -51,9 +51,62 @@ static int64_t sum_row_int(kn_dtype dt, const void *data, int64_t n) {
     return acc;
 }
 
+/* Column sums, for a contiguous x whose leading dims are reduced (as in summing [N, C]
+ * over dim 0): a block of columns accumulates across all rows in double, so the inner loop
+ * runs along contiguous memory and no transposing copy is made. */
+#define COL_BLOCK 512
+#define COL_SUM(unused, SUF, DT, ST, CT, LOAD, STORE)                                             \
+    static void col_sum_##SUF(const void *data, int64_t rows, int64_t cols, int64_t c0, int64_t w, \
+                              double *restrict acc) {                                            \
+        const ST *x = data;                                                                      \
+        for (int64_t j = 0; j < w; j++) acc[j] = 0;                                              \
+        for (int64_t r = 0; r < rows; r++) {                                                     \
+            const ST *restrict row = x + r * cols + c0;                                          \
+            _Pragma("omp simd") for (int64_t j = 0; j < w; j++) acc[j] += (double)LOAD(row[j]);  \
+        }                                                                                        \
+    }
+KN_DTYPES_FLOAT(COL_SUM, ~)
+
+/* Whether the column path fits: x contiguous, float, dims 0..k-1 reduced for some k below
+ * ndim, and rows of at least 16 outputs (narrower ones are cheaper to transpose). */
+static bool leading_reduced(const kn_tensor *x, kn_shape reduced, int64_t *rows, int64_t *cols) {
+    if (!kn_dtype_is_float(x->dtype) || !kn_tensor_is_contiguous(x) || reduced.n == 0 || reduced.n >= x->ndim)
+        return false;
+    *rows = 1, *cols = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        if (d < reduced.n && reduced.v[d] != d) return false;
+        if (d < reduced.n) *rows *= x->shape[d];
+        else *cols *= x->shape[d];
+    }
+    return *cols >= 16;
+}
+
+static kn_status column_sums(kn_node *n, bool mean, int64_t rows, int64_t cols) {
+    kn_tensor *x = n->in[0], *out = n->out[0];
+    const void *data = kn_tensor_data(x);
+    kn_dtype dt = x->dtype;
+    double scale = mean ? 1.0 / (double)rows : 1.0;
+    int64_t blocks = (cols + COL_BLOCK - 1) / COL_BLOCK;
+#pragma omp parallel for num_threads(kn_cpu_threads_for(rows * cols)) schedule(static)
+    for (int64_t b = 0; b < blocks; b++) {
+        double acc[COL_BLOCK];
+        int64_t c0 = b * COL_BLOCK, w = cols - c0 < COL_BLOCK ? cols - c0 : COL_BLOCK;
+        switch (dt) {
+        case KN_F32: col_sum_f32(data, rows, cols, c0, w, acc); break;
+        case KN_F64: col_sum_f64(data, rows, cols, c0, w, acc); break;
+        case KN_F16: col_sum_f16(data, rows, cols, c0, w, acc); break;
+        default: col_sum_bf16(data, rows, cols, c0, w, acc); break;
+        }
+        for (int64_t j = 0; j < w; j++) kn_reduce_store_f64(out, c0 + j, rows ? acc[j] * scale : (mean ? NAN : 0));
+    }
+    return KN_OK;
+}
+
 /* Sums (or means, with scale = 1/inner) of every output row. */
 static kn_status sum_like(kn_node *n, bool mean) {
     kn_tensor *x = n->in[0], *out = n->out[0];
+    int64_t rows, cols;
+    if (leading_reduced(x, n->attrs.s[0], &rows, &cols)) return column_sums(n, mean, rows, cols);
     kn_reduce_plan p;
     kn_status st = kn_reduce_plan_make(&p, x, n->attrs.s[0]);
     if (st != KN_OK) return st;

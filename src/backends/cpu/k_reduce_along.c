@@ -124,7 +124,76 @@ static void log_softmax_row(kn_dtype dt, const void *in, void *out, int64_t len,
     softmax_any(dt, in, out, len, scratch, true);
 }
 
+/* Softmax along a dim followed by `inner` contiguous elements (x contiguous [outer, len,
+ * inner]): a block of w columns is handled together, so every loop runs along contiguous
+ * memory instead of through a transposing copy. m holds the maxima, then the shifts or
+ * scales; acc the sums. */
+#define SOFTMAX_COLS 256
+#define SOFTMAX_COLS_FN(T, SUF)                                                                      \
+    static void softmax_cols_##SUF(const T *restrict x, T *restrict y, int64_t len, int64_t inner, int64_t w, \
+                                   bool take_log) {                                                  \
+        T m[SOFTMAX_COLS];                                                                           \
+        double acc[SOFTMAX_COLS];                                                                    \
+        for (int64_t j = 0; j < w; j++) m[j] = -INFINITY, acc[j] = 0;                                \
+        for (int64_t k = 0; k < len; k++) {                                                          \
+            const T *row = x + k * inner;                                                            \
+            _Pragma("omp simd") for (int64_t j = 0; j < w; j++) m[j] = row[j] > m[j] ? row[j] : m[j]; \
+        }                                                                                            \
+        for (int64_t k = 0; k < len; k++) {                                                          \
+            const T *row = x + k * inner;                                                            \
+            T *orow = y + k * inner;                                                                 \
+            _Pragma("omp simd") for (int64_t j = 0; j < w; j++) {                                    \
+                T e = kn_exp(row[j] - m[j]);                                                         \
+                if (!take_log) orow[j] = e;                                                          \
+                acc[j] += e;                                                                         \
+            }                                                                                        \
+        }                                                                                            \
+        for (int64_t j = 0; j < w; j++) m[j] = take_log ? m[j] + (T)log(acc[j]) : (T)(1.0 / acc[j]); \
+        for (int64_t k = 0; k < len; k++) {                                                          \
+            const T *row = x + k * inner;                                                            \
+            T *orow = y + k * inner;                                                                 \
+            if (take_log) {                                                                          \
+                _Pragma("omp simd") for (int64_t j = 0; j < w; j++) orow[j] = row[j] - m[j];         \
+            } else {                                                                                 \
+                _Pragma("omp simd") for (int64_t j = 0; j < w; j++) orow[j] *= m[j];                 \
+            }                                                                                        \
+        }                                                                                            \
+    }
+SOFTMAX_COLS_FN(float, f32)
+SOFTMAX_COLS_FN(double, f64)
+
+/* The column path when it fits (f32/f64, contiguous, at least 16 elements after the dim);
+ * false to take the row path. */
+static bool softmax_by_columns(kn_node *n, bool take_log) {
+    kn_tensor *x = n->in[0];
+    kn_shape reduced = n->attrs.s[0];
+    if ((x->dtype != KN_F32 && x->dtype != KN_F64) || !kn_tensor_is_contiguous(x) || reduced.n != 1) return false;
+    int dim = (int)reduced.v[0];
+    int64_t outer = 1, len = x->shape[dim], inner = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        if (d < dim) outer *= x->shape[d];
+        if (d > dim) inner *= x->shape[d];
+    }
+    if (inner < 16) return false;
+    if (outer * len == 0) return true; /* nothing to write */
+    int64_t blocks = (inner + SOFTMAX_COLS - 1) / SOFTMAX_COLS, tasks = outer * blocks;
+    size_t es = kn_dtype_size(x->dtype);
+    const char *src = kn_tensor_data(x);
+    char *dst = kn_tensor_data(n->out[0]);
+#pragma omp parallel for num_threads(kn_cpu_threads_for(outer * len * inner * 8)) schedule(static)
+    for (int64_t t = 0; t < tasks; t++) {
+        int64_t o = t / blocks, c0 = (t % blocks) * SOFTMAX_COLS;
+        int64_t w = inner - c0 < SOFTMAX_COLS ? inner - c0 : SOFTMAX_COLS;
+        size_t at = (size_t)(o * len * inner + c0) * es;
+        if (x->dtype == KN_F32) softmax_cols_f32((const float *)(src + at), (float *)(dst + at), len, inner, w, take_log);
+        else softmax_cols_f64((const double *)(src + at), (double *)(dst + at), len, inner, w, take_log);
+    }
+    return true;
+}
+
 kn_status kn_cpu_cumsum(kn_node *n) { return run_along(n, cumsum_row); }
 kn_status kn_cpu_cumprod(kn_node *n) { return run_along(n, cumprod_row); }
-kn_status kn_cpu_softmax(kn_node *n) { return run_along(n, softmax_row); }
-kn_status kn_cpu_log_softmax(kn_node *n) { return run_along(n, log_softmax_row); }
+kn_status kn_cpu_softmax(kn_node *n) { return softmax_by_columns(n, false) ? KN_OK : run_along(n, softmax_row); }
+kn_status kn_cpu_log_softmax(kn_node *n) {
+    return softmax_by_columns(n, true) ? KN_OK : run_along(n, log_softmax_row);
+}
