@@ -39,6 +39,20 @@
 #define KN_KERNEL_DTS_INT (KN_DTS_INT | KN_DT(KN_BOOL))
 #define KN_KERNEL_DTS_ALL KN_DTS_ALL
 
+/* Stores a double as element i of a contiguous array of dtype d (floats round to nearest,
+ * integers saturate with NaN as 0, bool is v != 0). */
+static inline void kn_cpu_store_f64(void *base, kn_dtype d, int64_t i, double v) {
+    switch (d) {
+    case KN_F32: ((float *)base)[i] = (float)v; break;
+    case KN_F64: ((double *)base)[i] = v; break;
+    case KN_F16: ((uint16_t *)base)[i] = kn_f64_to_f16(v); break;
+    case KN_BF16: ((uint16_t *)base)[i] = kn_f64_to_bf16(v); break;
+    case KN_I32: ((int32_t *)base)[i] = kn_attr_int32(v); break;
+    case KN_I64: ((int64_t *)base)[i] = kn_attr_int64(v); break;
+    default: ((uint8_t *)base)[i] = v != 0; break;
+    }
+}
+
 /* Attribute conversion to a compute type (integers saturate). */
 #define KN_ATTR(CT, v)                                                                          \
     _Generic((CT)0, float: kn_attr_float, double: kn_attr_double, int32_t: kn_attr_int32,    \

@@ -2,20 +2,6 @@
 #include "backends/cpu/cpu_kernels.h"
 #include "core/philox.h"
 
-/* Storing a double into any dtype. */
-static inline void store_f64(void *base, kn_dtype dt, int64_t i, double v) {
-    switch (dt) {
-    case KN_F32: ((float *)base)[i] = (float)v; break;
-    case KN_F64: ((double *)base)[i] = v; break;
-    case KN_F16: ((uint16_t *)base)[i] = kn_f64_to_f16(v); break;
-    case KN_BF16: ((uint16_t *)base)[i] = kn_f64_to_bf16(v); break;
-    case KN_I32: ((int32_t *)base)[i] = kn_attr_int32(v); break;
-    case KN_I64: ((int64_t *)base)[i] = kn_attr_int64(v); break;
-    case KN_BOOL: ((uint8_t *)base)[i] = v != 0; break;
-    default: break;
-    }
-}
-
 /* out[i] = value_of(i), for each element in parallel. */
 #define GENERATE(out, VALUE_OF_I)                                                   \
     do {                                                                            \
@@ -24,7 +10,7 @@ static inline void store_f64(void *base, kn_dtype dt, int64_t i, double v) {
         int64_t n_ = kn_numel(t_);                                                  \
         kn_dtype dt_ = t_->dtype;                                                   \
         _Pragma("omp parallel for num_threads(kn_cpu_threads_for(n_ * 8)) schedule(static)") \
-        for (int64_t i = 0; i < n_; i++) store_f64(base_, dt_, i, (VALUE_OF_I));    \
+        for (int64_t i = 0; i < n_; i++) kn_cpu_store_f64(base_, dt_, i, (VALUE_OF_I));    \
     } while (0)
 
 static kn_status fill_kernel(kn_node *n) {
@@ -91,7 +77,7 @@ static kn_status randint_kernel(kn_node *n) {
     for (int64_t i = 0; i < count; i++) {
         int64_t v = lo + (int64_t)(kn_philox_u64(kn_philox(seed, off + (uint64_t)i)) % span);
         if (t->dtype == KN_I64) ((int64_t *)base)[i] = v;
-        else store_f64(base, t->dtype, i, (double)v);
+        else kn_cpu_store_f64(base, t->dtype, i, (double)v);
     }
     return KN_OK;
 }

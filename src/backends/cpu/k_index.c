@@ -41,17 +41,6 @@ kn_status kn_index_check_range(kn_tensor *idx, int64_t lo, int64_t hi, const cha
     return KN_ERR_INTERNAL;
 }
 
-void kn_index_store_f64(void *base, kn_dtype d, int64_t i, double v) {
-    switch (d) {
-    case KN_F32: ((float *)base)[i] = (float)v; break;
-    case KN_F64: ((double *)base)[i] = v; break;
-    case KN_F16: ((uint16_t *)base)[i] = kn_f64_to_f16(v); break;
-    case KN_BF16: ((uint16_t *)base)[i] = kn_f64_to_bf16(v); break;
-    case KN_I32: ((int32_t *)base)[i] = kn_attr_int32(v); break;
-    case KN_I64: ((int64_t *)base)[i] = kn_attr_int64(v); break;
-    default: ((uint8_t *)base)[i] = v != 0; break;
-    }
-}
 
 /* ---- the walk ------------------------------------------------------------------------------ */
 
@@ -215,7 +204,7 @@ static kn_status scatter_kernel(kn_node *n) {
     uint64_t value = 0;
     const void *src = &value;
     if (fill) {
-        kn_index_store_f64(&value, out->dtype, 0, n->attrs.f[0]);
+        kn_cpu_store_f64(&value, out->dtype, 0, n->attrs.f[0]);
     } else {
         copy_strides(s[KN_AX_OTHER], n->in[2]);
         src = kn_tensor_data(n->in[2]);

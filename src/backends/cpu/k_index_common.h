@@ -70,7 +70,6 @@ static inline kn_dtype kn_index_acc_dtype(kn_dtype d) {
 }
 
 /* Stores v converted to dtype d at element i of base. */
-void kn_index_store_f64(void *base, kn_dtype d, int64_t i, double v);
 
 /* Kernels defined in the other k_index_*.c files, registered by k_index.c. */
 kn_status kn_cpu_index_put(kn_node *n);

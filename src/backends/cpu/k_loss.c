@@ -27,15 +27,7 @@ static kn_status contiguous_data(kn_tensor *t, kn_dtype dtype, const char *op, k
     return KN_OK;
 }
 
-static void store_double(kn_tensor *t, int64_t i, double v) {
-    void *base = kn_tensor_data(t);
-    switch (t->dtype) {
-    case KN_F32: ((float *)base)[i] = (float)v; break;
-    case KN_F64: ((double *)base)[i] = v; break;
-    case KN_F16: ((uint16_t *)base)[i] = kn_f64_to_f16(v); break;
-    default: ((uint16_t *)base)[i] = kn_f64_to_bf16(v); break;
-    }
-}
+static void store_double(kn_tensor *t, int64_t i, double v) { kn_cpu_store_f64(kn_tensor_data(t), t->dtype, i, v); }
 
 /* ---- cross_entropy, nll_loss ----------------------------------------------------------- */
 

@@ -63,14 +63,8 @@ void kn_reduce_load_i64(kn_dtype dt, const void *src, int64_t n, int64_t *dst) {
 }
 
 void kn_reduce_store_f64(kn_tensor *t, int64_t i, double v) {
-    void *base = kn_tensor_data(t);
-    switch (t->dtype) {
-    case KN_F32: ((float *)base)[i] = (float)v; break;
-    case KN_F64: ((double *)base)[i] = v; break;
-    case KN_F16: ((uint16_t *)base)[i] = kn_f64_to_f16(v); break;
-    case KN_BF16: ((uint16_t *)base)[i] = kn_f64_to_bf16(v); break;
-    default: kn_reduce_store_i64(t, i, (int64_t)v); break;
-    }
+    if (kn_dtype_is_float(t->dtype)) kn_cpu_store_f64(kn_tensor_data(t), t->dtype, i, v);
+    else kn_reduce_store_i64(t, i, (int64_t)v);
 }
 
 void kn_reduce_store_i64(kn_tensor *t, int64_t i, int64_t v) {
