@@ -1,12 +1,12 @@
-/* CPU kernels of the reductions over dims. Float sums accumulate in blocks, then double; each output's
+/* CPU kernels of the reductions over dims. Float sums accumulate in double lanes; each output's
  * reduction runs on one thread (or, for few long rows, sums are split across threads). */
 #include <math.h>
 
 #include "backends/cpu/reduce_plan.h"
 
-/* Sum of n contiguous elements of a float dtype: blocks of SUM_BLOCK elements are summed in
- * SUM_LANES independent compute-type lanes (enough parallel add chains to keep up with memory),
- * and the block sums in double, so the error stays that of a 32-term sum per lane. */
+/* Sum of n contiguous elements of a float dtype, in double: SUM_LANES independent lanes (enough
+ * parallel add chains to keep up with memory instead of waiting on one add's latency) over
+ * blocks of SUM_BLOCK elements, then the block sums. */
 #define SUM_LANES 32
 #define SUM_BLOCK 1024
 #define SUM_ROW(unused, SUF, DT, ST, CT, LOAD, STORE)                                 \
@@ -15,11 +15,11 @@
         double acc = 0;                                                               \
         int64_t i = 0;                                                                \
         for (; i + SUM_BLOCK <= n; i += SUM_BLOCK) {                                  \
-            CT lane[SUM_LANES] = {0};                                                 \
+            double lane[SUM_LANES] = {0};                                             \
             for (int64_t j = 0; j < SUM_BLOCK; j += SUM_LANES)                        \
-                for (int k = 0; k < SUM_LANES; k++) lane[k] += LOAD(x[i + j + k]);    \
+                for (int k = 0; k < SUM_LANES; k++) lane[k] += (double)LOAD(x[i + j + k]); \
             double block = 0;                                                         \
-            for (int k = 0; k < SUM_LANES; k++) block += (double)lane[k];             \
+            for (int k = 0; k < SUM_LANES; k++) block += lane[k];                     \
             acc += block;                                                             \
         }                                                                             \
         for (; i < n; i++) acc += (double)LOAD(x[i]);                                 \
