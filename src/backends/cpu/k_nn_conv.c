@@ -47,7 +47,10 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
                         T *r = row + oh * g->OW;                                                      \
                         const T *xr = x + (c * g->H + oh * g->sh + hoff) * g->W + woff;               \
                         for (int64_t ow = 0; ow < ow_lo; ow++) r[ow] = 0;                             \
-                        for (int64_t ow = ow_lo; ow < ow_hi; ow++) r[ow] = xr[ow * g->sw];            \
+                        if (g->sw == 1) /* the common case: a contiguous run */                     \
+                            memcpy(r + ow_lo, xr + ow_lo, sizeof(T) * (size_t)(ow_hi - ow_lo));        \
+                        else                                                                          \
+                            for (int64_t ow = ow_lo; ow < ow_hi; ow++) r[ow] = xr[ow * g->sw];        \
                         for (int64_t ow = ow_hi; ow < g->OW; ow++) r[ow] = 0;                         \
                     }                                                                                 \
                     memset(row + oh_hi * g->OW, 0, sizeof(T) * (size_t)((g->OH - oh_hi) * g->OW));    \
