@@ -207,6 +207,20 @@ kn_status kn_op_run_multi(kn_opctx *c, kn_tensor **outs) {
     return KN_OK;
 }
 
+void kn_hand_outputs(kn_tensor *const *outs, kn_tensor **const *dst, int n) {
+    for (int i = 0; i < n; i++) {
+        if (dst[i]) *dst[i] = outs[i];
+        else kn_release(outs[i]);
+    }
+}
+
+kn_status kn_op_run_to(kn_opctx *c, kn_tensor **const *dst, int n) {
+    kn_tensor *outs[KN_NODE_MAX_OUT] = {0};
+    kn_status st = kn_op_run_multi(c, outs);
+    if (st == KN_OK) kn_hand_outputs(outs, dst, n);
+    return st;
+}
+
 kn_tensor *kn_op_run(kn_opctx *c) {
     if (!c->node) return NULL;
     kn_tensor *outs[KN_NODE_MAX_OUT] = {0};

@@ -37,6 +37,11 @@ kn_tensor *kn_op_output(kn_opctx *c, kn_dtype dtype, const int64_t *shape, int n
  * (debug mode reports kernel errors and NaN/Inf here; strict mode at the next sync). */
 kn_tensor *kn_op_run(kn_opctx *c);
 kn_status kn_op_run_multi(kn_opctx *c, kn_tensor **outs);
+/* kn_op_run_multi for ops whose n outputs the caller may not all want: output i goes to *dst[i],
+ * or is released where dst[i] is NULL. */
+kn_status kn_op_run_to(kn_opctx *c, kn_tensor **const *dst, int n);
+/* The same hand-out, for n outputs already run (NULL outputs are skipped). */
+void kn_hand_outputs(kn_tensor *const *outs, kn_tensor **const *dst, int n);
 
 /* Helpers for argument checks, each failing through kn_op_fail. */
 bool kn_op_dim(kn_opctx *c, int64_t dim, int ndim, int64_t *out);   /* wraps negative dims */

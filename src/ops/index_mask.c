@@ -156,14 +156,7 @@ static kn_status sort_k(const char *name, kn_tensor *x, int64_t k, int64_t dim, 
     kn_shape s = kn_shape_of(x);
     if (s.n) s.v[d] = k;
     if (!kn_op_output(&c, x->dtype, s.v, s.n) || !kn_op_output(&c, KN_I64, s.v, s.n)) return kn_last_status();
-    kn_tensor *outs[2] = {0};
-    kn_status st = kn_op_run_multi(&c, outs);
-    if (st != KN_OK) return st;
-    if (values) *values = outs[0];
-    else kn_release(outs[0]);
-    if (indices) *indices = outs[1];
-    else kn_release(outs[1]);
-    return KN_OK;
+    return kn_op_run_to(&c, (kn_tensor **const[]){values, indices}, 2);
 }
 
 kn_status kn_topk(kn_tensor *x, int64_t k, int64_t dim, bool largest, bool sorted, kn_tensor **values,
@@ -184,15 +177,7 @@ kn_status kn_unique(kn_tensor *x, kn_tensor **values, kn_tensor **inverse, kn_te
     kn_opctx c;
     if (!kn_op_begin(&c, KN_OP_unique, 1, &x)) return kn_last_status();
     if (!kn_index_set_input(&c, 0, kn_contiguous(x))) return kn_last_status();
-    kn_tensor *outs[3] = {0};
-    kn_status st = kn_op_run_multi(&c, outs);
-    if (st != KN_OK) return st;
-    kn_tensor **dst[3] = {values, inverse, counts};
-    for (int i = 0; i < 3; i++) {
-        if (dst[i]) *dst[i] = outs[i];
-        else kn_release(outs[i]);
-    }
-    return KN_OK;
+    return kn_op_run_to(&c, (kn_tensor **const[]){values, inverse, counts}, 3);
 }
 
 kn_tensor *kn_multinomial(kn_tensor *probs, int64_t num_samples, bool replacement) {

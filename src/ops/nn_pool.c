@@ -59,10 +59,7 @@ static kn_status pool_any(kn_op_id op, kn_tensor *x, kn_pool_opts o, kn_tensor *
 kn_status kn_max_pool2d_with_indices(kn_tensor *x, kn_pool_opts opts, kn_tensor **out, kn_tensor **indices) {
     kn_tensor *outs[2] = {0};
     kn_status st = pool_any(KN_OP_max_pool2d, x, opts, outs);
-    if (out) *out = outs[0];
-    else kn_release(outs[0]);
-    if (indices) *indices = outs[1];
-    else kn_release(outs[1]);
+    kn_hand_outputs(outs, (kn_tensor **const[]){out, indices}, 2);
     return st;
 }
 

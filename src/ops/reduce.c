@@ -86,14 +86,7 @@ static kn_status extreme_dim(kn_op_id op, kn_tensor *x, int64_t dim, bool keepdi
     if (!require_nonempty(&c, x)) return kn_last_status();
     if (!kn_op_output(&c, x->dtype, shape.v, shape.n)) return kn_last_status();
     if (!kn_op_output(&c, KN_I64, shape.v, shape.n)) return kn_last_status();
-    kn_tensor *outs[2] = {NULL, NULL};
-    kn_status st = kn_op_run_multi(&c, outs);
-    if (st != KN_OK) return st;
-    if (values) *values = outs[0];
-    else kn_release(outs[0]);
-    if (indices) *indices = outs[1];
-    else kn_release(outs[1]);
-    return KN_OK;
+    return kn_op_run_to(&c, (kn_tensor **const[]){values, indices}, 2);
 }
 kn_status kn_max_dim(kn_tensor *x, int64_t dim, bool keepdim, kn_tensor **values, kn_tensor **indices) {
     return extreme_dim(KN_OP_max_dim, x, dim, keepdim, values, indices);
