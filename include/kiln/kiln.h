@@ -6,6 +6,7 @@
 #include "kiln/ops.h"
 #include "kiln/optable.h"
 #include "kiln/runtime.h"
+#include "kiln/autograd.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 
