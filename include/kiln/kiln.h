@@ -3,6 +3,7 @@
 #define KILN_H
 
 #include "kiln/dtype.h"
+#include "kiln/io.h"
 #include "kiln/ops.h"
 #include "kiln/optable.h"
 #include "kiln/runtime.h"
