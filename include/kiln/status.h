@@ -28,6 +28,13 @@ kn_status kn_last_status(void);
 const char *kn_last_error(void);
 /* Forget the last error. */
 void kn_clear_error(void);
+/* Records an error as the thread's last one and returns code: for code built on kiln (models,
+ * tools) that reports its own failures the same way. */
+kn_status kn_set_error(kn_status code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* A short name for a status code ("shape error", ...). */
 const char *kn_status_name(kn_status s);
 

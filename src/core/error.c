@@ -55,3 +55,11 @@ const char *kn_status_name(kn_status s) {
     };
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown status";
 }
+
+kn_status kn_set_error(kn_status code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    kn_status st = kn_verror(code, fmt, ap);
+    va_end(ap);
+    return st;
+}

@@ -12,6 +12,7 @@ static const struct {
 } commands[] = {
     {"ops", kiln_cmd_ops, "the op table: op x backend x dtype coverage (--device D, --json)"},
     {"info", kiln_cmd_info, "build options, threads, BLAS, devices found"},
+    {"train", kiln_cmd_train, "train a model: kiln train gpt2|adder [options] (--help lists them)"},
     {"demo", kiln_cmd_demo, "a tour of the runtime: modes, ops, errors, a meta-device trace"},
     {"help", NULL, "this text"},
 };

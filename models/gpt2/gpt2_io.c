@@ -1,0 +1,129 @@
+/* GPT-2 from and to Hugging Face files: config.json and safetensors weights. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt2/gpt2.h"
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return kn_set_error(KN_ERR_IO, "%s: cannot open the config", path), NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (text && fread(text, 1, (size_t)n, f) != (size_t)n) {
+        free(text);
+        text = NULL;
+    }
+    fclose(f);
+    if (!text) return kn_set_error(KN_ERR_IO, "%s: reading the config failed", path), NULL;
+    text[n] = '\0';
+    return text;
+}
+
+/* An integer key (alt: an older name for it, or NULL); def when absent and def >= 0. */
+static bool int_key(const char *path, const cJSON *root, const char *key, const char *alt, int def, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v && alt) v = cJSON_GetObjectItemCaseSensitive(root, alt);
+    if (!v && def >= 0) {
+        *out = def;
+        return true;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < 1) {
+        kn_set_error(KN_ERR_IO, "%s: \"%s\" is %s; it must be a positive integer", path, key,
+                     v ? "not a positive integer" : "missing");
+        return false;
+    }
+    *out = (int)v->valuedouble;
+    return true;
+}
+
+kn_status gpt2_config_load(const char *path, gpt2_config *out) {
+    char *text = read_text(path);
+    if (!text) return kn_last_status();
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return kn_set_error(KN_ERR_IO, "%s: not a JSON object", path);
+    }
+    gpt2_config c = gpt2_config_124m();
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon");
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "activation_function");
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(root, "resid_pdrop");
+    kn_status st = KN_OK;
+    if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "gpt2") != 0))
+        st = kn_set_error(KN_ERR_IO, "%s: model_type is %s; kiln train gpt2 needs \"gpt2\"", path,
+                          cJSON_IsString(type) ? type->valuestring : "not a string");
+    else if (!int_key(path, root, "n_layer", NULL, -1, &c.n_layer) || !int_key(path, root, "n_head", NULL, -1, &c.n_head) ||
+             !int_key(path, root, "n_embd", NULL, -1, &c.n_embd) ||
+             !int_key(path, root, "vocab_size", NULL, -1, &c.vocab_size) ||
+             !int_key(path, root, "n_positions", "n_ctx", -1, &c.n_positions))
+        st = kn_last_status();
+    else if (eps && !cJSON_IsNumber(eps))
+        st = kn_set_error(KN_ERR_IO, "%s: layer_norm_epsilon is not a number", path);
+    else if (act && (!cJSON_IsString(act) || (strcmp(act->valuestring, "gelu_new") != 0 &&
+                                               strcmp(act->valuestring, "gelu_pytorch_tanh") != 0)))
+        st = kn_set_error(KN_ERR_IO, "%s: activation_function %s is not supported (gelu_new)", path,
+                          cJSON_IsString(act) ? act->valuestring : "(not a string)");
+    if (st == KN_OK) {
+        if (eps) c.layer_norm_epsilon = eps->valuedouble;
+        if (cJSON_IsBool(tie)) c.tie_word_embeddings = cJSON_IsTrue(tie);
+        c.dropout = cJSON_IsNumber(drop) ? drop->valuedouble : 0;
+        st = gpt2_config_check(&c);
+    }
+    cJSON_Delete(root);
+    if (st == KN_OK) *out = c;
+    return st;
+}
+
+/* The file's name for a parameter: as is, or without the "transformer." prefix. */
+static const char *file_name(kn_safetensors *f, const char *name) {
+    if (kn_safetensors_find(f, name) >= 0) return name;
+    const char *prefix = "transformer.";
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) == 0 && kn_safetensors_find(f, name + n) >= 0) return name + n;
+    return NULL;
+}
+
+kn_status gpt2_load_weights(gpt2 *m, const char *path) {
+    kn_safetensors *f = kn_safetensors_open(path);
+    if (!f) return kn_last_status();
+    kn_status st = KN_OK;
+    if (!m->lm_head && kn_safetensors_find(f, "lm_head.weight") >= 0) {
+        /* A separate head in the file unties it. */
+        kn_no_grad_push();
+        kn_tensor *head = kn_clone(m->wte);
+        kn_no_grad_pop();
+        kn_tensor *p = head ? kn_requires_grad(kn_retain(head), true) : NULL;
+        char *name = p ? strdup("lm_head.weight") : NULL;
+        if (!name) {
+            kn_release(p);
+            st = kn_last_status() != KN_OK ? kn_last_status() : kn_set_error(KN_ERR_OOM, "gpt2: out of memory");
+        } else {
+            m->lm_head = m->params[m->n_params] = p;
+            m->names[m->n_params++] = name;
+            m->cfg.tie_word_embeddings = false;
+        }
+        kn_release(head);
+    }
+    /* Check every name first, so a bad file changes nothing. */
+    for (int i = 0; st == KN_OK && i < m->n_params; i++)
+        if (!file_name(f, m->names[i]))
+            st = kn_set_error(KN_ERR_IO, "%s: tensor '%s' (or '%s') is missing", path, m->names[i],
+                              strncmp(m->names[i], "transformer.", 12) == 0 ? m->names[i] + 12 : m->names[i]);
+    kn_no_grad_push();
+    for (int i = 0; st == KN_OK && i < m->n_params; i++)
+        st = kn_safetensors_read_into(f, file_name(f, m->names[i]), m->params[i], KN_LOAD_CAST);
+    kn_no_grad_pop();
+    kn_safetensors_close(f);
+    return st;
+}
+
+kn_status gpt2_save_weights(const gpt2 *m, const char *path) {
+    return kn_safetensors_save(path, m->n_params, (const char *const *)m->names, m->params, NULL, NULL, 0);
+}

@@ -1,0 +1,85 @@
+/* `kiln train TASK`: the tasks share the options and the loop; each builds its model and
+ * its micro-batches. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "gpt2/gpt2.h"
+#include "train_loop.h"
+#include "train_tasks.h"
+
+static const struct {
+    const char *name;
+    void (*defaults)(train_options *o);
+    int (*run)(const train_options *o);
+    const char *help;
+} tasks[] = {
+    {"gpt2", train_gpt2_defaults, train_gpt2_run, "GPT-2 (Hugging Face layout) on a token file"},
+    {"adder", train_adder_defaults, train_adder_run, "a small GPT that learns to add two 2-digit numbers"},
+};
+
+/* Options every task starts from (AdamW as nanoGPT sets it). */
+static void common_defaults(train_options *o) {
+    *o = (train_options){.batch = 4, .seq = 64, .steps = 20, .grad_accum = 1, .lr = 6e-4, .beta1 = 0.9, .beta2 = 0.95,
+                         .eps = 1e-8, .weight_decay = 0.1, .grad_clip = 1.0, .schedule = "cosine", .seed = 1337,
+                         .device = "cpu"};
+}
+
+/* Threads, device and mode, from the options. */
+static bool apply_runtime(const train_options *o) {
+    kn_device device;
+    kn_mode mode;
+    if (o->threads) kn_set_num_threads(o->threads);
+    if (!kn_device_parse(o->device, &device) || kn_set_default_device(device) != KN_OK) {
+        fprintf(stderr, "kiln train: --device %s: %s\n", o->device,
+                kn_last_status() ? kn_last_error() : "not a device (cpu, meta)");
+        return false;
+    }
+    if (o->mode && (!kn_mode_parse(o->mode, &mode) || kn_set_mode(mode) != KN_OK)) {
+        fprintf(stderr, "kiln train: --mode %s: %s\n", o->mode,
+                kn_last_status() ? kn_last_error() : "not a mode (strict, debug)");
+        return false;
+    }
+    kn_manual_seed(o->seed);
+    return true;
+}
+
+static bool check_options(const train_options *o) {
+    const char *bad = o->batch < 1 ? "--batch must be at least 1"
+                      : o->seq < 1 ? "--seq must be at least 1"
+                      : o->grad_accum < 1 ? "--grad-accum must be at least 1"
+                      : !(o->lr >= 0) ? "--lr must not be negative"
+                      : !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1) ? "--betas must lie in [0, 1)"
+                      : !(o->dropout >= 0 && o->dropout < 1) ? "--dropout must lie in [0, 1)"
+                      : NULL;
+    if (bad) fprintf(stderr, "kiln train: %s\n", bad);
+    return !bad;
+}
+
+static void usage(void) {
+    printf("usage: kiln train TASK [options]   (kiln train TASK --help lists the options)\n\ntasks:\n");
+    for (size_t i = 0; i < sizeof tasks / sizeof *tasks; i++) printf("  %-6s %s\n", tasks[i].name, tasks[i].help);
+}
+
+int kiln_cmd_train(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage();
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof tasks / sizeof *tasks; i++) {
+        if (strcmp(argv[1], tasks[i].name) != 0) continue;
+        train_options o;
+        common_defaults(&o);
+        tasks[i].defaults(&o);
+        for (int a = 2; a < argc; a++)
+            if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
+                train_options_usage(tasks[i].name, &o);
+                return 0;
+            }
+        if (!train_options_parse(&o, argc - 2, argv + 2) || !check_options(&o) || !apply_runtime(&o)) return 2;
+        return tasks[i].run(&o);
+    }
+    fprintf(stderr, "kiln train: unknown task '%s'\n", argv[1]);
+    usage();
+    return 2;
+}

@@ -1,0 +1,29 @@
+/* The training loop every `kiln train` task shares: micro-batches with gradient
+ * accumulation, clipping, the LR schedule, AdamW, logs, progress, checkpoints and resume. */
+#ifndef KILN_TOOLS_TRAIN_LOOP_H
+#define KILN_TOOLS_TRAIN_LOOP_H
+
+#include <kiln/kiln.h>
+
+#include "train_options.h"
+
+typedef struct train_job {
+    const char *task;
+    void *ctx;
+    /* The trained parameters and their names (saved and restored by checkpoints). */
+    int n_params;
+    char *const *names;
+    kn_tensor *const *params;
+    /* The loss of micro-batch g (its global index, step * grad_accum + j): a function of g
+     * alone, so that a resumed run reads the same data. */
+    kn_tensor *(*micro_loss)(void *ctx, int64_t g);
+    int64_t tokens_per_micro;
+    /* Optional: called after a step with the 1-based count of steps done (evaluation). */
+    kn_status (*after_step)(void *ctx, int64_t steps_done, bool last);
+} train_job;
+
+/* Runs o->steps steps (from the checkpoint in o->resume_dir, if given). 0 on success; on
+ * failure prints the error and returns 1. *final_loss gets the last step's loss. */
+int train_run(const train_options *o, const train_job *job, double *final_loss);
+
+#endif

@@ -1,0 +1,39 @@
+/* Options of `kiln train`: one struct for every task, parsed from the command line. */
+#ifndef KILN_TOOLS_TRAIN_OPTIONS_H
+#define KILN_TOOLS_TRAIN_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct train_options {
+    /* model */
+    const char *config_path, *init_path;
+    int n_layer, n_head, n_embd, vocab, block;
+    double dropout;
+    /* data */
+    const char *data_path;
+    bool shuffle;
+    int64_t batch, seq, steps;
+    int grad_accum;
+    /* optimization */
+    double lr, min_lr, weight_decay, beta1, beta2, eps, grad_clip;
+    int64_t warmup;
+    const char *schedule;
+    uint64_t seed;
+    /* checkpoints and logs */
+    const char *save_dir, *resume_dir, *log_path;
+    int64_t save_every;
+    int64_t abort_after; /* tests: exit abruptly after this many steps, as if killed */
+    /* runtime */
+    const char *device, *mode;
+    int threads;
+    bool quiet;
+    /* evaluation (adder) */
+    int64_t eval_every, eval_count;
+} train_options;
+
+/* Sets o's fields from "--name value" pairs; prints what was wrong and returns false. */
+bool train_options_parse(train_options *o, int argc, char **argv);
+void train_options_usage(const char *task, const train_options *defaults);
+
+#endif

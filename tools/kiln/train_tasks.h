@@ -1,0 +1,16 @@
+/* The tasks of `kiln train`: each fills its defaults and runs. */
+#ifndef KILN_TOOLS_TRAIN_TASKS_H
+#define KILN_TOOLS_TRAIN_TASKS_H
+
+#include "train_options.h"
+
+void train_gpt2_defaults(train_options *o);
+int train_gpt2_run(const train_options *o);
+void train_adder_defaults(train_options *o);
+int train_adder_run(const train_options *o);
+
+/* The GPT-2 shape from --config, else the size flags over GPT-2 small's. */
+struct gpt2_config;
+bool train_gpt2_config(const train_options *o, struct gpt2_config *out);
+
+#endif
