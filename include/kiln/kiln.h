@@ -3,11 +3,13 @@
 #define KILN_H
 
 #include "kiln/dtype.h"
+#include "kiln/io.h"
 #include "kiln/ops.h"
 #include "kiln/optable.h"
 #include "kiln/runtime.h"
 #include "kiln/autograd.h"
 #include "kiln/nn.h"
+#include "kiln/data.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 
