@@ -677,6 +677,164 @@ static void test_bad_arguments_give_clear_errors(void) {
     CHECK_ERROR(kn_nn_linear_forward(NULL, NULL) != NULL, KN_ERR_NULL, "Linear");
 }
 
+/* ---- gradients ------------------------------------------------------------------------- */
+
+typedef kn_tensor *(*apply_fn)(void *module, kn_tensor *x);
+
+/* What a gradient check runs: module(input(x)), where input is x or its transpose. */
+typedef struct grad_case {
+    void *module;
+    apply_fn apply;        /* NULL: kn_module_forward */
+    kn_tensor *x;          /* a float64 leaf, or an integer input (not checked) */
+    bool transpose_x;
+} grad_case;
+
+static kn_tensor *run_case(const grad_case *c) {
+    kn_tensor *in = c->transpose_x ? kn_transpose(c->x, 0, 1) : c->x;
+    return c->apply ? c->apply(c->module, in) : kn_module_forward(c->module, in);
+}
+
+/* sum(f(x) * r) without history; the Philox state is reset so dropout draws the same mask. */
+static double loss_value(const grad_case *c, kn_tensor *r, uint64_t seed, uint64_t offset) {
+    double v = NAN;
+    kn_rng_set_state(seed, offset);
+    kn_no_grad_push();
+    kn_scope_push();
+    kn_item(kn_sum(kn_mul(run_case(c), r), KN_ALL_DIMS, false), &v);
+    kn_scope_pop();
+    kn_no_grad_pop();
+    return v;
+}
+
+static void set_values(kn_tensor *t, const double *v) {
+    kn_no_grad_push();
+    kn_scope_push();
+    CHECK(kn_copy_(t, tensor_from(v, kn_shape_of(t), KN_F64)) == KN_OK);
+    kn_scope_pop();
+    kn_no_grad_pop();
+}
+
+/* Compares kn_backward's gradient of t with central differences at up to 40 elements. */
+static void check_tensor_grad(const grad_case *c, kn_tensor *t, kn_tensor *r, uint64_t seed, uint64_t offset,
+                              const char *what) {
+    kn_tensor *g = kn_grad(t);
+    CHECK_MSG(g != NULL, "%s: no gradient", what);
+    if (!g) return;
+    double *gv = read_f64(g), *v = read_f64(t), h = 1e-6;
+    int64_t n = kn_numel(t), step = n > 40 ? n / 40 : 1;
+    for (int64_t i = 0; i < n; i += step) {
+        double keep = v[i];
+        v[i] = keep + h, set_values(t, v);
+        double up = loss_value(c, r, seed, offset);
+        v[i] = keep - h, set_values(t, v);
+        double down = loss_value(c, r, seed, offset);
+        v[i] = keep, set_values(t, v);
+        double want = (up - down) / (2 * h);
+        CHECK_MSG(fabs(gv[i] - want) <= 1e-6 * fabs(want) + 1e-7, "%s[%lld]: backward %.12g, finite differences %.12g",
+                  what, (long long)i, gv[i], want);
+    }
+    free(gv), free(v);
+}
+
+/* Gradients of sum(module(x) * r) w.r.t. every parameter and x, against finite differences. */
+static void gradcheck(grad_case c, const char *what) {
+    uint64_t seed, offset;
+    kn_rng_get_state(&seed, &offset);
+    bool float_x = kn_dtype_is_float(kn_dtype_of(c.x));
+    if (float_x) kn_requires_grad(c.x, true);
+    kn_named_tensors p;
+    CHECK(kn_module_named(c.module, KN_PARAMS, &p) == KN_OK);
+    for (int i = 0; i < p.count; i++) kn_zero_grad(p.tensors[i]);
+    kn_tensor *y = run_case(&c);
+    if (!y && strstr(kn_last_error(), "no gradient formula")) {
+        /* the gradient table is filled op by op; this check runs once its ops are there */
+        printf("  skipped %s: %s\n", what, kn_last_error());
+        kn_clear_error();
+        kn_named_tensors_free(&p);
+        return;
+    }
+    CHECK_MSG(y != NULL, "%s: forward failed: %s", what, kn_last_error());
+    kn_tensor *r = y ? rand_tensor(kn_shape_of(y), KN_F64, -1, 1) : NULL;
+    CHECK(y && kn_backward(kn_sum(kn_mul(y, r), KN_ALL_DIMS, false)) == KN_OK);
+    char name[160];
+    for (int i = 0; y && i < p.count; i++) {
+        snprintf(name, sizeof name, "%s %s", what, p.names[i]);
+        check_tensor_grad(&c, p.tensors[i], r, seed, offset, name);
+    }
+    kn_named_tensors_free(&p);
+    if (y && float_x) {
+        snprintf(name, sizeof name, "%s input", what);
+        check_tensor_grad(&c, c.x, r, seed, offset, name);
+    }
+}
+
+static kn_tensor *bag_apply(void *m, kn_tensor *x) { return kn_nn_embedding_bag_forward(m, x, NULL, NULL); }
+static kn_tensor *residual_apply(void *m, kn_tensor *x) {
+    kn_module *seq = m;
+    return kn_nn_residual(x, seq->children[0], seq->children[1]);
+}
+
+static void test_gradients_of_layers(void) {
+    kn_nn_linear *l = kn_nn_linear_new(5, 3, true, KN_F64);
+    gradcheck((grad_case){l, NULL, rand_tensor(KN_SHAPE(4, 5), KN_F64, -1, 1), false}, "Linear");
+    gradcheck((grad_case){l, NULL, rand_tensor(KN_SHAPE(5, 4), KN_F64, -1, 1), true}, "Linear, transposed input");
+    kn_module_free(l);
+    double idx[6] = {0, 3, 3, 1, 4, 0};
+    kn_tensor *ix = tensor_from(idx, KN_SHAPE(2, 3), KN_I64);
+    kn_nn_embedding *e = kn_nn_embedding_new(5, 3, KN_F64);
+    gradcheck((grad_case){e, NULL, ix, false}, "Embedding");
+    kn_module_free(e);
+    for (int mode = 0; mode < 3; mode++) {
+        kn_nn_embedding_bag *b = kn_nn_embedding_bag_new(5, 3, (kn_bag_mode)mode, KN_F64);
+        gradcheck((grad_case){b, bag_apply, ix, false}, "EmbeddingBag");
+        kn_module_free(b);
+    }
+    kn_nn_conv2d *c = kn_nn_conv2d_new(4, 2, 3, (kn_conv_opts){.stride = {2, 2}, .padding = {1, 1}, .groups = 2}, true, KN_F64);
+    gradcheck((grad_case){c, NULL, rand_tensor(KN_SHAPE(2, 4, 5, 5), KN_F64, -1, 1), false}, "Conv2d");
+    kn_module_free(c);
+    c = kn_nn_conv_transpose2d_new(2, 4, 3, (kn_conv_opts){.stride = {2, 2}, .padding = {1, 1}}, true, KN_F64);
+    gradcheck((grad_case){c, NULL, rand_tensor(KN_SHAPE(2, 2, 3, 3), KN_F64, -1, 1), false}, "ConvTranspose2d");
+    kn_module_free(c);
+    kn_nn_dropout *d = kn_nn_dropout_new(0.3);
+    gradcheck((grad_case){d, NULL, rand_tensor(KN_SHAPE(4, 6), KN_F64, -1, 1), false}, "Dropout");
+    kn_module_free(d);
+}
+
+static void test_gradients_of_norms(void) {
+    kn_tensor *x = rand_tensor(KN_SHAPE(3, 4, 2, 2), KN_F64, -1, 2);
+    void *mods[4] = {kn_nn_layer_norm_new(KN_SHAPE(2, 2), 1e-5, true, KN_F64), kn_nn_rms_norm_new(KN_SHAPE(2), 1e-6, KN_F64),
+                     kn_nn_group_norm_new(2, 4, 1e-5, true, KN_F64), kn_nn_batch_norm2d_new(4, 1e-5, 0.1, true, KN_F64)};
+    const char *names[4] = {"LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm2d train"};
+    for (int i = 0; i < 4; i++) {
+        randomize(mods[i]);
+        gradcheck((grad_case){mods[i], NULL, kn_clone(x), false}, names[i]);
+    }
+    kn_module_train(mods[3], false);
+    gradcheck((grad_case){mods[3], NULL, kn_clone(x), false}, "BatchNorm2d eval");
+    for (int i = 0; i < 4; i++) kn_module_free(mods[i]);
+}
+
+static void test_gradients_of_blocks(void) {
+    kn_act acts[3] = {KN_ACT_GELU, KN_ACT_GELU_TANH, KN_ACT_SILU};
+    for (int k = 0; k < 3; k++) {
+        kn_nn_mlp *m = kn_nn_mlp_new(4, 6, acts[k], k == 2, k != 2, KN_F64);
+        gradcheck((grad_case){m, NULL, rand_tensor(KN_SHAPE(3, 4), KN_F64, -1, 1), false}, k == 2 ? "SwiGLU" : "MLP");
+        kn_module_free(m);
+    }
+    for (int k = 0; k < 3; k++) {
+        kn_nn_attention *a = kn_nn_attention_new(ATTN_CFGS[k]);
+        gradcheck((grad_case){a, NULL, rand_tensor(KN_SHAPE(2, 4, a->cfg.dim), KN_F64, -1, 1), false}, "Attention");
+        kn_module_free(a);
+    }
+    kn_module *seq = kn_nn_sequential_new();
+    kn_module_add(seq, NULL, kn_nn_layer_norm_new(KN_SHAPE(4), 1e-5, true, KN_F64));
+    kn_module_add(seq, NULL, kn_nn_mlp_new(4, 8, KN_ACT_GELU, false, true, KN_F64));
+    randomize(seq->children[0]);
+    gradcheck((grad_case){seq, residual_apply, rand_tensor(KN_SHAPE(2, 3, 4), KN_F64, -1, 1), false}, "residual");
+    gradcheck((grad_case){seq, NULL, rand_tensor(KN_SHAPE(2, 3, 4), KN_F64, -1, 1), false}, "Sequential");
+    kn_module_free(seq);
+}
+
 int main(void) {
     RUN(test_state_names_follow_pytorch);
     RUN(test_tied_weights_are_listed_once_as_parameters);
@@ -685,6 +843,9 @@ int main(void) {
     RUN(test_initializers_have_the_right_statistics);
     RUN(test_module_default_inits_match_pytorch);
     RUN(test_seed_reproduces_the_model);
+    /* Forward values are checked as inference; the gradient tests below run the same
+     * forwards with history. */
+    bool grad_mode = kn_set_grad_enabled(false);
     RUN(test_linear_matches_reference);
     RUN(test_embedding_and_bag_match_reference);
     RUN(test_norm_modules_match_reference);
@@ -696,5 +857,9 @@ int main(void) {
     RUN(test_attention_matches_naive_reference);
     RUN(test_kv_cache_decoding_matches_full_forward);
     RUN(test_bad_arguments_give_clear_errors);
+    kn_set_grad_enabled(grad_mode);
+    RUN(test_gradients_of_layers);
+    RUN(test_gradients_of_norms);
+    RUN(test_gradients_of_blocks);
     return test_summary();
 }
