@@ -1,0 +1,308 @@
+/* The module tree: registration, traversal with state_dict names, lookup, modes, freeing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "nn/nn_internal.h"
+
+#define MODULE_MAGIC 0x6b6e6d64u /* "knmd" */
+
+static kn_module *as_module(void *p, const char *op) {
+    kn_module *m = p;
+    if (!m) {
+        kn_error_null_input(op, 0);
+        return NULL;
+    }
+    if (m->magic != MODULE_MAGIC) return kn_error_null(KN_ERR_ARG, "%s: the pointer is not a kn_module", op);
+    return m;
+}
+
+void *kn_module_alloc(size_t size, const char *type) {
+    if (size < sizeof(kn_module)) return kn_error_null(KN_ERR_ARG, "module_alloc: size %zu is smaller than kn_module", size);
+    kn_module *m = calloc(1, size);
+    if (!m) return kn_error_null(KN_ERR_OOM, "module_alloc: out of host memory");
+    m->magic = MODULE_MAGIC;
+    m->type = type ? type : "Module";
+    m->training = true;
+    return m;
+}
+
+/* Appends (name, item) to parallel arrays that grow by doubling; false on out-of-memory. */
+static bool append_tensor(char ***names, kn_tensor ***items, int *n, int *cap, const char *name, kn_tensor *t) {
+    if (*n == *cap) {
+        int c = *cap ? 2 * *cap : 4;
+        char **nn = realloc(*names, sizeof *nn * (size_t)c);
+        if (!nn) return false;
+        *names = nn;
+        kn_tensor **ni = realloc(*items, sizeof *ni * (size_t)c);
+        if (!ni) return false;
+        *items = ni, *cap = c;
+    }
+    char *copy = strdup(name);
+    if (!copy) return false;
+    (*names)[*n] = copy, (*items)[(*n)++] = t;
+    return true;
+}
+
+static bool append_child(kn_module *m, const char *name, kn_module *child) {
+    if (m->n_children == m->cap_children) {
+        int c = m->cap_children ? 2 * m->cap_children : 4;
+        char **nn = realloc(m->child_names, sizeof *nn * (size_t)c);
+        if (!nn) return false;
+        m->child_names = nn;
+        kn_module **ni = realloc(m->children, sizeof *ni * (size_t)c);
+        if (!ni) return false;
+        m->children = ni, m->cap_children = c;
+    }
+    char *copy = strdup(name);
+    if (!copy) return false;
+    m->child_names[m->n_children] = copy, m->children[m->n_children++] = child;
+    return true;
+}
+
+static bool name_taken(const kn_module *m, const char *name) {
+    for (int i = 0; i < m->n_params; i++)
+        if (!strcmp(m->param_names[i], name)) return true;
+    for (int i = 0; i < m->n_buffers; i++)
+        if (!strcmp(m->buffer_names[i], name)) return true;
+    for (int i = 0; i < m->n_children; i++)
+        if (!strcmp(m->child_names[i], name)) return true;
+    return false;
+}
+
+/* A name is one non-empty segment of a dotted path, unique within its module. */
+static bool check_name(kn_module *m, const char *op, const char *name) {
+    if (!name || !*name || strchr(name, '.')) {
+        kn_error(KN_ERR_ARG, "%s: name \"%s\" must be non-empty and contain no '.'", op, name ? name : "(null)");
+        return false;
+    }
+    if (name_taken(m, name)) {
+        kn_error(KN_ERR_ARG, "%s: %s already has a member named \"%s\"", op, m->type, name);
+        return false;
+    }
+    return true;
+}
+
+static kn_tensor *register_tensor(void *module, const char *op, const char *name, kn_tensor *t, bool param) {
+    kn_module *m = as_module(module, op);
+    if (!m) return NULL;
+    if (!t) {
+        kn_error_null_input(op, 2);
+        m->failed = true;
+        return NULL;
+    }
+    if (!check_name(m, op, name)) {
+        m->failed = true;
+        return NULL;
+    }
+    kn_tensor *h = kn_retain(t);
+    if (h && param && !kn_requires_grad(h, true)) {
+        kn_release(h);
+        h = NULL;
+    }
+    bool ok = h && (param ? append_tensor(&m->param_names, &m->params, &m->n_params, &m->cap_params, name, h)
+                          : append_tensor(&m->buffer_names, &m->buffers, &m->n_buffers, &m->cap_buffers, name, h));
+    if (!ok) {
+        if (h) kn_error(KN_ERR_OOM, "%s: out of host memory", op);
+        kn_release(h);
+        m->failed = true;
+        return NULL;
+    }
+    return h;
+}
+
+kn_tensor *kn_module_param(void *module, const char *name, kn_tensor *t) {
+    return register_tensor(module, "module_param", name, t, true);
+}
+
+kn_tensor *kn_module_buffer(void *module, const char *name, kn_tensor *t) {
+    return register_tensor(module, "module_buffer", name, t, false);
+}
+
+void *kn_module_add(void *module, const char *name, void *child) {
+    kn_module *c = child ? as_module(child, "module_add") : NULL;
+    if (!child) kn_error_null_input("module_add", 2);
+    if (c && c->attached) {
+        kn_error(KN_ERR_ARG, "module_add: the %s added as \"%s\" already has a parent", c->type, name ? name : "");
+        c = NULL; /* it stays with its parent */
+    }
+    kn_module *m = as_module(module, "module_add");
+    char index[24];
+    if (m && !name) snprintf(index, sizeof index, "%d", m->n_children), name = index;
+    if (c && (!m || !check_name(m, "module_add", name))) {
+        kn_module_free(c);
+        c = NULL;
+    }
+    if (c && !append_child(m, name, c)) {
+        kn_error(KN_ERR_OOM, "module_add: out of host memory");
+        kn_module_free(c);
+        c = NULL;
+    }
+    if (!c) {
+        if (m) m->failed = true;
+        return NULL;
+    }
+    c->attached = true;
+    return c;
+}
+
+static bool tree_failed(const kn_module *m) {
+    if (m->failed) return true;
+    for (int i = 0; i < m->n_children; i++)
+        if (tree_failed(m->children[i])) return true;
+    return false;
+}
+
+void *kn_module_check(void *module) {
+    kn_module *m = as_module(module, "module_check");
+    if (!m) return NULL;
+    if (!tree_failed(m)) return m;
+    kn_module_free(m);
+    return NULL;
+}
+
+void kn_module_free(void *module) {
+    kn_module *m = module;
+    if (!m || m->magic != MODULE_MAGIC) return;
+    for (int i = 0; i < m->n_children; i++) kn_module_free(m->children[i]), free(m->child_names[i]);
+    for (int i = 0; i < m->n_params; i++) kn_release(m->params[i]), free(m->param_names[i]);
+    for (int i = 0; i < m->n_buffers; i++) kn_release(m->buffers[i]), free(m->buffer_names[i]);
+    free(m->children), free(m->child_names), free(m->params), free(m->param_names);
+    free(m->buffers), free(m->buffer_names);
+    m->magic = 0;
+    free(m);
+}
+
+void kn_module_train(void *module, bool training) {
+    kn_module *m = as_module(module, "module_train");
+    if (!m) return;
+    m->training = training;
+    for (int i = 0; i < m->n_children; i++) kn_module_train(m->children[i], training);
+}
+
+bool kn_module_is_training(const void *module) {
+    const kn_module *m = module;
+    return m && m->magic == MODULE_MAGIC && m->training;
+}
+
+kn_tensor *kn_module_forward(void *module, kn_tensor *x) {
+    kn_module *m = as_module(module, "module_forward");
+    if (!m) return NULL;
+    if (!m->forward) return kn_error_null(KN_ERR_ARG, "module_forward: a %s has no one-input forward", m->type);
+    return m->forward(m, x);
+}
+
+/* ---- traversal -------------------------------------------------------------------------- */
+
+static bool same_tensor(kn_tensor *a, kn_tensor *b) {
+    if (!kn_shares_storage(a, b) || kn_offset(a) != kn_offset(b)) return false;
+    kn_shape sa = kn_shape_of(a), sb = kn_shape_of(b);
+    return sa.n == sb.n && !memcmp(sa.v, sb.v, sizeof(int64_t) * (size_t)sa.n);
+}
+
+static bool listed(const kn_named_tensors *l, kn_tensor *t) {
+    for (int i = 0; i < l->count; i++)
+        if (same_tensor(l->tensors[i], t)) return true;
+    return false;
+}
+
+static bool add_named(kn_named_tensors *l, int *cap, const char *prefix, const char *name, kn_tensor *t) {
+    size_t len = strlen(prefix) + strlen(name) + 2;
+    char *full = malloc(len);
+    if (!full) return false;
+    snprintf(full, len, "%s%s%s", prefix, *prefix ? "." : "", name);
+    bool ok = append_tensor(&l->names, &l->tensors, &l->count, cap, full, t);
+    free(full);
+    return ok;
+}
+
+static bool collect(const kn_module *m, const char *prefix, int which, kn_named_tensors *l, int *cap) {
+    if (which & KN_PARAMS)
+        for (int i = 0; i < m->n_params; i++) {
+            if (which == KN_PARAMS && listed(l, m->params[i])) continue;
+            if (!add_named(l, cap, prefix, m->param_names[i], m->params[i])) return false;
+        }
+    if (which & KN_BUFFERS)
+        for (int i = 0; i < m->n_buffers; i++)
+            if (!add_named(l, cap, prefix, m->buffer_names[i], m->buffers[i])) return false;
+    for (int i = 0; i < m->n_children; i++) {
+        size_t len = strlen(prefix) + strlen(m->child_names[i]) + 2;
+        char *sub = malloc(len);
+        if (!sub) return false;
+        snprintf(sub, len, "%s%s%s", prefix, *prefix ? "." : "", m->child_names[i]);
+        bool ok = collect(m->children[i], sub, which, l, cap);
+        free(sub);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+kn_status kn_module_named(void *module, int which, kn_named_tensors *out) {
+    if (!out) return kn_error(KN_ERR_NULL, "module_named: output list is NULL");
+    *out = (kn_named_tensors){0};
+    kn_module *m = as_module(module, "module_named");
+    if (!m) return kn_last_status();
+    if (which < KN_PARAMS || which > KN_STATE)
+        return kn_error(KN_ERR_ARG, "module_named: which must be KN_PARAMS, KN_BUFFERS or KN_STATE, not %d", which);
+    int cap = 0;
+    if (!collect(m, "", which, out, &cap)) {
+        kn_named_tensors_free(out);
+        return kn_error(KN_ERR_OOM, "module_named: out of host memory");
+    }
+    return KN_OK;
+}
+
+void kn_named_tensors_free(kn_named_tensors *list) {
+    if (!list) return;
+    for (int i = 0; i < list->count; i++) free(list->names[i]);
+    free(list->names), free(list->tensors);
+    *list = (kn_named_tensors){0};
+}
+
+kn_tensor *kn_module_get(void *module, const char *full_name) {
+    kn_module *m = as_module(module, "module_get");
+    if (!m) return NULL;
+    if (!full_name) return kn_error_null(KN_ERR_NULL, "module_get: name is NULL");
+    const char *rest = full_name;
+    for (const char *dot; (dot = strchr(rest, '.'));) {
+        kn_module *next = NULL;
+        for (int i = 0; i < m->n_children && !next; i++)
+            if (strlen(m->child_names[i]) == (size_t)(dot - rest) && !strncmp(m->child_names[i], rest, dot - rest))
+                next = m->children[i];
+        if (!next) break;
+        m = next, rest = dot + 1;
+    }
+    for (int i = 0; i < m->n_params; i++)
+        if (!strcmp(m->param_names[i], rest)) return m->params[i];
+    for (int i = 0; i < m->n_buffers; i++)
+        if (!strcmp(m->buffer_names[i], rest)) return m->buffers[i];
+    return kn_error_null(KN_ERR_ARG, "module_get: no parameter or buffer named \"%s\"", full_name);
+}
+
+int64_t kn_module_num_params(void *module) {
+    kn_named_tensors l;
+    if (kn_module_named(module, KN_PARAMS, &l) != KN_OK) return -1;
+    int64_t n = 0;
+    for (int i = 0; i < l.count; i++) n += kn_numel(l.tensors[i]);
+    kn_named_tensors_free(&l);
+    return n;
+}
+
+static void print_tree(const kn_module *m, const char *name, int depth, FILE *f) {
+    char desc[128];
+    fprintf(f, "%*s%s%s(%s)\n", 2 * depth, "", name, *name ? " " : "", m->type);
+    for (int i = 0; i < m->n_params; i++)
+        fprintf(f, "%*s%s %s\n", 2 * depth + 2, "", m->param_names[i], kn_describe(m->params[i], desc, sizeof desc));
+    for (int i = 0; i < m->n_buffers; i++)
+        fprintf(f, "%*s%s %s (buffer)\n", 2 * depth + 2, "", m->buffer_names[i],
+                kn_describe(m->buffers[i], desc, sizeof desc));
+    for (int i = 0; i < m->n_children; i++) print_tree(m->children[i], m->child_names[i], depth + 1, f);
+}
+
+kn_status kn_module_print(void *module, FILE *f) {
+    kn_module *m = as_module(module, "module_print");
+    if (!m) return kn_last_status();
+    if (!f) return kn_error(KN_ERR_NULL, "module_print: FILE is NULL");
+    print_tree(m, "", 0, f);
+    return KN_OK;
+}
