@@ -7,6 +7,7 @@
 #include "kiln/optable.h"
 #include "kiln/runtime.h"
 #include "kiln/autograd.h"
+#include "kiln/optim.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 
