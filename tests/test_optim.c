@@ -314,8 +314,10 @@ static void test_bad_arguments_are_refused(void) {
     g = kn_adamw_group(NULL, 2, 0.1, 0);
     CHECK_ERROR(kn_adamw_new(&g, 1) != NULL, KN_ERR_NULL, "params is NULL");
     CHECK_ERROR(kn_adamw_new(NULL, 0) != NULL, KN_ERR_ARG, "at least one parameter group");
-    g = kn_adamw_group((kn_tensor *[]){a, kn_retain(a)}, 2, 0.1, 0); /* two handles of one param */
+    kn_tensor *a2 = kn_retain(a); /* two handles of one param */
+    g = kn_adamw_group((kn_tensor *[]){a, a2}, 2, 0.1, 0);
     CHECK_ERROR(kn_adamw_new(&g, 1) != NULL, KN_ERR_ARG, "param 1 is already param 0");
+    kn_release(a2);
     g = kn_adamw_group((kn_tensor *[]){kn_ones(KN_SHAPE(2), KN_I32)}, 1, 0.1, 0);
     CHECK_ERROR(kn_adamw_new(&g, 1) != NULL, KN_ERR_DTYPE, "params must be floats");
     kn_param_group s = kn_sgd_group(ps, 1, 0.1, 0.9, 0);

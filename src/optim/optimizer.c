@@ -227,7 +227,7 @@ kn_tensor *kn_optimizer_state_tensor(kn_optimizer *opt, int i, const char **name
         return kn_error(KN_ERR_INDEX, "optimizer_state_tensor: index %d is out of range [0, %d)", i, opt->n_state),
                NULL;
     if (name) *name = opt->names[i];
-    return kn_retain(opt->state[i]);
+    return kn_scope_adopt(kn_retain(opt->state[i]));
 }
 
 int64_t kn_optimizer_get_step(const kn_optimizer *opt, int param) {
