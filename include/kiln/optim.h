@@ -88,8 +88,8 @@ int kn_optimizer_param_count(const kn_optimizer *opt); /* params of all groups, 
  * they belong to (its index over all groups in order): "adamw.exp_avg.3",
  * "adamw.exp_avg_sq.3", "sgd.momentum_buffer.3" (none when momentum is 0). The tensor
  * returned is a new handle of the optimizer's own storage (adopted into the current scope):
- * read it to save, kn_copy_ into
- * it to restore; *name (may be NULL) lives as long as the optimizer. Each param also has a
+ * read it to save, kn_copy_ into it to restore; *name (may be NULL) lives as long as the
+ * optimizer. Each param also has a
  * step count (updates made so far); restore it with the tensors for an exact resume. */
 int kn_optimizer_state_count(const kn_optimizer *opt);
 kn_tensor *kn_optimizer_state_tensor(kn_optimizer *opt, int i, const char **name);
