@@ -10,6 +10,7 @@
 #include "kiln/autograd.h"
 #include "kiln/nn.h"
 #include "kiln/data.h"
+#include "kiln/optim.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 

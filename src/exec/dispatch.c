@@ -225,6 +225,11 @@ kn_status kn_op_run_multi(kn_opctx *c, kn_tensor **outs) {
     return KN_OK;
 }
 
+kn_status kn_op_run_inplace(kn_opctx *c) {
+    if (!c->node) return kn_last_status();
+    return submit(c);
+}
+
 void kn_hand_outputs(kn_tensor *const *outs, kn_tensor **const *dst, int n) {
     for (int i = 0; i < n; i++) {
         if (dst[i]) *dst[i] = outs[i];

@@ -36,7 +36,7 @@ typedef enum kn_op_id {
 /* Attributes of a node. Each op's API function documents which slots it uses. */
 typedef struct kn_attrs {
     int64_t i[16];
-    double f[4];
+    double f[8];
     kn_shape s[2];
 } kn_attrs;
 

@@ -476,8 +476,5 @@ kn_status kn_copy_(kn_tensor *dst, kn_tensor *src) {
         return kn_last_status();
     }
     c.node->out[c.node->n_out++] = kn_tensor_incref(dst);
-    kn_tensor *out = kn_op_run(&c);
-    if (!out) return kn_last_status();
-    kn_release(out);
-    return KN_OK;
+    return kn_op_run_inplace(&c);
 }

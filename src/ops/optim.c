@@ -1,0 +1,114 @@
+/* Optimizer update ops (src/ops/defs/optim.def): argument checks and the in-place nodes. */
+#include <math.h>
+#include <stdio.h>
+
+#include "exec/dispatch.h"
+#include "kiln/autograd.h"
+#include "kiln/optim.h"
+#include "ops/optim_check.h"
+
+/* Writes "what is v; it must be rule" into buf and returns true when ok is false. */
+static bool bad(bool ok, char *buf, size_t size, const char *what, double v, const char *rule) {
+    if (!ok) snprintf(buf, size, "%s is %g; it must be %s", what, v, rule);
+    return !ok;
+}
+
+static bool bad_common(double lr, double weight_decay, char *buf, size_t size) {
+    return bad(lr >= 0 && isfinite(lr), buf, size, "lr", lr, "finite and >= 0") ||
+           bad(weight_decay >= 0 && isfinite(weight_decay), buf, size, "weight_decay", weight_decay,
+               "finite and >= 0");
+}
+
+const char *kn_adamw_check(double lr, double beta1, double beta2, double eps, double weight_decay, char *buf,
+                           size_t size) {
+    bool e = bad_common(lr, weight_decay, buf, size) ||
+             bad(beta1 >= 0 && beta1 < 1, buf, size, "beta1", beta1, "in [0, 1)") ||
+             bad(beta2 >= 0 && beta2 < 1, buf, size, "beta2", beta2, "in [0, 1)") ||
+             bad(eps >= 0 && isfinite(eps), buf, size, "eps", eps, "finite and >= 0");
+    return e ? buf : NULL;
+}
+
+const char *kn_sgd_check(double lr, double momentum, double dampening, double weight_decay, bool nesterov, char *buf,
+                         size_t size) {
+    bool e = bad_common(lr, weight_decay, buf, size) ||
+             bad(momentum >= 0 && isfinite(momentum), buf, size, "momentum", momentum, "finite and >= 0") ||
+             bad(isfinite(dampening), buf, size, "dampening", dampening, "finite");
+    if (!e && nesterov && (momentum <= 0 || dampening != 0)) {
+        snprintf(buf, size, "nesterov needs momentum > 0 and dampening 0 (got %g and %g)", momentum, dampening);
+        e = true;
+    }
+    return e ? buf : NULL;
+}
+
+/* Operand i must have param's shape and the dtype want; in-place operands (i < n_inplace)
+ * must not repeat elements (stride-0 dims). */
+static bool check_operand(kn_opctx *c, int i, const char *what, kn_dtype want, bool in_place) {
+    const kn_tensor *p = c->node->in[0], *t = c->node->in[i];
+    bool same = t->ndim == p->ndim;
+    for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
+    if (!same) return kn_op_fail(c, KN_ERR_SHAPE, "%s must have param's shape", what) != NULL;
+    if (t->dtype != want)
+        return kn_op_fail(c, KN_ERR_DTYPE, "%s has dtype %s; it must be %s", what, kn_dtype_name(t->dtype),
+                          kn_dtype_name(want)) != NULL;
+    for (int d = 0; in_place && d < t->ndim; d++)
+        if (t->stride[d] == 0 && t->shape[d] > 1)
+            return kn_op_fail(c, KN_ERR_VIEW, "%s has broadcast (stride 0) dims; it cannot be updated in place",
+                              what) != NULL;
+    return true;
+}
+
+/* Makes the inputs at slots[0..n-1] the node's outputs and submits it with grad mode off. */
+static kn_status run_in_place(kn_opctx *c, const int *slots, int n) {
+    for (int k = 0; k < n; k++) c->node->out[c->node->n_out++] = kn_tensor_incref(c->node->in[slots[k]]);
+    kn_no_grad_push();
+    kn_status st = kn_op_run_inplace(c);
+    kn_no_grad_pop();
+    return st;
+}
+
+kn_status kn_adamw_update(kn_tensor *param, kn_tensor *grad, kn_tensor *exp_avg, kn_tensor *exp_avg_sq, double lr,
+                          double beta1, double beta2, double eps, double weight_decay, int64_t step) {
+    kn_opctx c;
+    if (!kn_op_begin(&c, KN_OP_adamw_update, 4, (kn_tensor *[]){param, exp_avg, exp_avg_sq, grad}))
+        return kn_last_status();
+    char why[160];
+    const char *e = kn_adamw_check(lr, beta1, beta2, eps, weight_decay, why, sizeof why);
+    if (e) return kn_op_fail(&c, KN_ERR_ARG, "%s", e), kn_last_status();
+    if (step < 1) return kn_op_fail(&c, KN_ERR_ARG, "step is %lld; it must be >= 1", (long long)step), kn_last_status();
+    kn_dtype pd = param->dtype, md = pd == KN_F64 ? KN_F64 : KN_F32;
+    if (!check_operand(&c, 0, "param", pd, true) || !check_operand(&c, 1, "exp_avg", md, true) ||
+        !check_operand(&c, 2, "exp_avg_sq", md, true) || !check_operand(&c, 3, "grad", pd, false))
+        return kn_last_status();
+    /* torch.optim.AdamW's scalars, in double as Python computes them */
+    double *f = c.node->attrs.f;
+    f[0] = 1 - lr * weight_decay;
+    f[1] = 1 - beta1;
+    f[2] = beta2;
+    f[3] = 1 - beta2;
+    f[4] = lr / (1 - pow(beta1, (double)step));
+    f[5] = sqrt(1 - pow(beta2, (double)step));
+    f[6] = eps;
+    return run_in_place(&c, (const int[]){0, 1, 2}, 3);
+}
+
+kn_status kn_sgd_update(kn_tensor *param, kn_tensor *grad, kn_tensor *momentum_buffer, double lr, double momentum,
+                        double dampening, double weight_decay, bool nesterov, bool first_step) {
+    kn_opctx c;
+    bool has_buf = momentum != 0;
+    if (!has_buf && momentum_buffer) {
+        kn_error(KN_ERR_ARG, "sgd_update: a momentum_buffer was given but momentum is 0");
+        return kn_last_status();
+    }
+    if (!kn_op_begin(&c, KN_OP_sgd_update, has_buf ? 3 : 2, (kn_tensor *[]){param, grad, momentum_buffer}))
+        return kn_last_status();
+    char why[160];
+    const char *e = kn_sgd_check(lr, momentum, dampening, weight_decay, nesterov, why, sizeof why);
+    if (e) return kn_op_fail(&c, KN_ERR_ARG, "%s", e), kn_last_status();
+    if (!check_operand(&c, 0, "param", param->dtype, true) || !check_operand(&c, 1, "grad", param->dtype, false) ||
+        (has_buf && !check_operand(&c, 2, "momentum_buffer", param->dtype, true)))
+        return kn_last_status();
+    double *f = c.node->attrs.f;
+    f[0] = lr, f[1] = momentum, f[2] = dampening, f[3] = weight_decay;
+    c.node->attrs.i[0] = nesterov, c.node->attrs.i[1] = first_step, c.node->attrs.i[2] = has_buf;
+    return run_in_place(&c, (const int[]){0, 2}, has_buf ? 2 : 1);
+}
