@@ -13,6 +13,17 @@
 
 #define STATE_FORMAT "kiln-train-state"
 
+/* dir/name into out (PATH_SIZE bytes); false if it does not fit. */
+#define PATH_SIZE 4096
+static bool join(char *out, const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    if (a + 1 + b >= PATH_SIZE) return false;
+    memcpy(out, dir, a);
+    out[a] = '/';
+    memcpy(out + a + 1, name, b + 1);
+    return true;
+}
+
 static kn_status io_error(const char *path, const char *what) {
     return kn_set_error(KN_ERR_IO, "%s: %s (%s)", path, what, strerror(errno));
 }
@@ -20,9 +31,9 @@ static kn_status io_error(const char *path, const char *what) {
 /* Removes a checkpoint directory (its three files, then itself). */
 static void remove_checkpoint(const char *path) {
     static const char *files[] = {"model.safetensors", "optimizer.safetensors", "state.json"};
-    char file[4096];
+    char file[PATH_SIZE];
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        snprintf(file, sizeof file, "%s/%s", path, files[i]);
+        join(file, path, files[i]);
         unlink(file);
     }
     rmdir(path);
@@ -78,11 +89,11 @@ static void prune(const char *dir, int64_t steps_done) {
         if (sscanf(e->d_name, "step-%lld", &s) == 1 && s < steps_done && s > newest_other) newest_other = s;
     }
     rewinddir(d);
-    char path[4096];
+    char path[PATH_SIZE];
     while ((e = readdir(d))) {
         long long s;
         if (sscanf(e->d_name, "step-%lld", &s) == 1 && s < newest_other) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            join(path, dir, e->d_name);
             remove_checkpoint(path);
         }
     }
@@ -90,18 +101,19 @@ static void prune(const char *dir, int64_t steps_done) {
 }
 
 kn_status train_checkpoint_save(const char *dir, const train_job *job, kn_optimizer *opt, int64_t steps_done) {
-    char tmp[4096], final[4096], file[4096], name[64];
+    char tmp[PATH_SIZE], final[PATH_SIZE], file[PATH_SIZE], name[64], partial[64];
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) return io_error(dir, "cannot create the checkpoint directory");
     snprintf(name, sizeof name, "step-%08lld", (long long)steps_done);
-    snprintf(tmp, sizeof tmp, "%s/.partial-%ld", dir, (long)getpid());
-    snprintf(final, sizeof final, "%s/%s", dir, name);
+    snprintf(partial, sizeof partial, ".partial-%ld", (long)getpid());
+    if (!join(tmp, dir, partial) || !join(final, dir, name) || !join(file, tmp, "optimizer.safetensors"))
+        return kn_set_error(KN_ERR_IO, "%s: the checkpoint directory's path is too long", dir);
     remove_checkpoint(tmp);
     if (mkdir(tmp, 0777) != 0) return io_error(tmp, "cannot create a temporary checkpoint directory");
-    snprintf(file, sizeof file, "%s/model.safetensors", tmp);
+    join(file, tmp, "model.safetensors");
     kn_status st = kn_safetensors_save(file, job->n_params, (const char *const *)job->names, job->params, NULL, NULL, 0);
-    snprintf(file, sizeof file, "%s/optimizer.safetensors", tmp);
+    join(file, tmp, "optimizer.safetensors");
     if (st == KN_OK) st = save_optimizer(file, opt);
-    snprintf(file, sizeof file, "%s/state.json", tmp);
+    join(file, tmp, "state.json");
     if (st == KN_OK) st = save_state(file, job, opt, steps_done);
     if (st == KN_OK) {
         remove_checkpoint(final);
@@ -111,8 +123,8 @@ kn_status train_checkpoint_save(const char *dir, const train_job *job, kn_optimi
         remove_checkpoint(tmp);
         return st;
     }
-    char latest[4096], text[80];
-    snprintf(latest, sizeof latest, "%s/latest", dir);
+    char latest[PATH_SIZE], text[80];
+    join(latest, dir, "latest");
     snprintf(text, sizeof text, "%s\n", name);
     st = kn_write_file_atomic(latest, text, strlen(text));
     if (st == KN_OK) prune(dir, steps_done);
@@ -150,7 +162,7 @@ static kn_status load_state(const char *path, const train_job *job, kn_optimizer
     const cJSON *task = cJSON_GetObjectItemCaseSensitive(root, "task");
     const cJSON *step = cJSON_GetObjectItemCaseSensitive(root, "step");
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(root, "param_steps");
-    uint64_t seed, offset;
+    uint64_t seed = 0, offset = 0;
     kn_status st = KN_OK;
     if (!cJSON_IsString(format) || strcmp(format->valuestring, STATE_FORMAT) != 0)
         st = kn_set_error(KN_ERR_IO, "%s: not a kiln training state (no \"format\": \"%s\")", path, STATE_FORMAT);
@@ -194,8 +206,8 @@ static kn_status load_optimizer(const char *path, kn_optimizer *opt) {
 }
 
 kn_status train_checkpoint_load(const char *dir, const train_job *job, kn_optimizer *opt, int64_t *steps_done) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/latest", dir);
+    char path[PATH_SIZE];
+    join(path, dir, "latest");
     char *name = read_small_file(path, 255);
     if (!name) return kn_set_error(KN_ERR_IO, "%s: no checkpoint to resume from (missing %s)", dir, path);
     name[strcspn(name, "\r\n")] = '\0';
@@ -204,16 +216,17 @@ kn_status train_checkpoint_load(const char *dir, const train_job *job, kn_optimi
         free(name);
         return KN_ERR_IO;
     }
-    char base[4096];
-    snprintf(base, sizeof base, "%s/%s", dir, name);
+    char base[PATH_SIZE];
+    bool fits = join(base, dir, name) && join(path, base, "optimizer.safetensors");
     free(name);
-    snprintf(path, sizeof path, "%s/model.safetensors", base);
+    if (!fits) return kn_set_error(KN_ERR_IO, "%s: the checkpoint directory's path is too long", dir);
+    join(path, base, "model.safetensors");
     kn_no_grad_push();
     kn_status st = kn_safetensors_load_into(path, job->n_params, (const char *const *)job->names, job->params, KN_LOAD_STRICT);
     kn_no_grad_pop();
-    snprintf(path, sizeof path, "%s/optimizer.safetensors", base);
+    join(path, base, "optimizer.safetensors");
     if (st == KN_OK) st = load_optimizer(path, opt);
-    snprintf(path, sizeof path, "%s/state.json", base);
+    join(path, base, "state.json");
     if (st == KN_OK) st = load_state(path, job, opt, steps_done);
     return st;
 }
