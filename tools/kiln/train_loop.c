@@ -62,7 +62,7 @@ static void show_progress(const train_options *o, int64_t step, double loss, dou
 
 /* One optimizer step: K micro-batches (each loss scaled by 1/K), clipping, the update. */
 static kn_status train_step(const train_options *o, const train_job *job, kn_optimizer *opt, int64_t step, double lr,
-                            double *loss_out) {
+                            double *loss_out, double *grad_norm) {
     double sum = 0;
     kn_status st = KN_OK;
     for (int j = 0; st == KN_OK && j < o->grad_accum; j++) {
@@ -75,7 +75,9 @@ static kn_status train_step(const train_options *o, const train_job *job, kn_opt
         kn_scope_pop();
     }
     kn_scope_push();
-    if (st == KN_OK && o->grad_clip > 0) st = kn_clip_grad_norm(job->params, job->n_params, o->grad_clip, NULL);
+    /* Clipping at infinity measures the norm without changing anything. */
+    double clip = o->grad_clip > 0 ? o->grad_clip : INFINITY;
+    if (st == KN_OK) st = kn_clip_grad_norm(job->params, job->n_params, clip, grad_norm);
     if (st == KN_OK) st = kn_optimizer_set_lr(opt, lr);
     if (st == KN_OK) st = kn_optimizer_step(opt);
     if (st == KN_OK) st = kn_optimizer_zero_grad(opt);
@@ -108,8 +110,8 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
     }
     double loss = NAN;
     for (int64_t step = start; step < o->steps; step++) {
-        double t0 = now_ms(), lr = kn_lr_at(&sched, step);
-        if (train_step(o, job, opt, step, lr, &loss) != KN_OK) {
+        double t0 = now_ms(), lr = kn_lr_at(&sched, step), grad_norm = NAN;
+        if (train_step(o, job, opt, step, lr, &loss, &grad_norm) != KN_OK) {
             rc = fail("training step");
             break;
         }
@@ -120,8 +122,10 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
         }
         double ms = now_ms() - t0, tok_s = job->tokens_per_micro * o->grad_accum / (ms / 1e3);
         if (log) {
-            fprintf(log, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.1f}\n",
-                    (long long)step, loss, lr, ms, tok_s);
+            fprintf(log,
+                    "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.3f, "
+                    "\"tokens_per_s\": %.1f}\n",
+                    (long long)step, loss, lr, grad_norm, ms, tok_s);
             fflush(log);
         }
         show_progress(o, step, loss, lr, tok_s);
