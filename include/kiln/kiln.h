@@ -3,10 +3,12 @@
 #define KILN_H
 
 #include "kiln/dtype.h"
+#include "kiln/io.h"
 #include "kiln/ops.h"
 #include "kiln/optable.h"
 #include "kiln/runtime.h"
 #include "kiln/autograd.h"
+#include "kiln/data.h"
 #include "kiln/optim.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"

@@ -7,6 +7,7 @@
 #include "core/recycler.h"
 #include "core/runtime_impl.h"
 #include "core/tensor_impl.h"
+#include "autograd/autograd_impl.h"
 #include "kiln/ops.h"
 
 /* ---- storage ------------------------------------------------------------------------------ */
@@ -25,6 +26,7 @@ kn_storage *kn_storage_new(const char *op, kn_device device, size_t bytes) {
     s->bytes = bytes;
     s->data = NULL;
     s->block = NULL;
+    atomic_init(&s->version, 0);
     if (b->alloc(device.index, bytes, &s->data, &s->block) != KN_OK) {
         kn_recycler_put(&storage_headers, s);
         return kn_error_null(KN_ERR_OOM, "%s: allocating %zu bytes on %s failed", op, bytes,
@@ -67,6 +69,7 @@ kn_tensor *kn_tensor_wrap(kn_storage *storage, kn_dtype dtype, const int64_t *sh
     t->dtype = dtype;
     t->scope = NULL;
     t->scope_slot = -1;
+    t->ag = NULL;
     for (int d = 0; d < ndim; d++) {
         t->shape[d] = shape[d];
         t->stride[d] = stride[d];
@@ -127,7 +130,10 @@ bool kn_tensor_is_contiguous(const kn_tensor *t) {
 /* A new handle, so that each handle has one owner (a scope or the caller) and kn_release
  * always knows which reference it drops. */
 kn_tensor *kn_retain(kn_tensor *t) {
-    return t ? kn_tensor_view_of(t, t->shape, t->ndim, t->stride, t->offset) : NULL;
+    if (!t) return NULL;
+    kn_tensor *r = kn_tensor_view_of(t, t->shape, t->ndim, t->stride, t->offset);
+    if (r) r->ag = kn_ag_meta_share(t->ag);
+    return r;
 }
 
 kn_tensor *kn_tensor_incref(kn_tensor *t) {
@@ -137,6 +143,7 @@ kn_tensor *kn_tensor_incref(kn_tensor *t) {
 
 void kn_tensor_decref(kn_tensor *t) {
     if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
+    kn_ag_meta_release(t->ag);
     kn_storage_release(t->storage);
     kn_recycler_put(&tensor_headers, t);
 }

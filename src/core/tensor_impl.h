@@ -8,6 +8,7 @@
 
 struct kn_backend;
 struct kn_scope;
+struct kn_ag_meta;
 
 /* A block of device memory. It belongs to one device; code above the backends never reads
  * `data` itself (DESIGN.md) — the kernels do, on the device's stream. */
@@ -18,6 +19,7 @@ typedef struct kn_storage {
     void *data;     /* NULL for zero bytes and on the meta device */
     size_t bytes;
     void *block;    /* the allocator's handle */
+    atomic_uint version; /* bumped by every in-place write, so autograd can refuse stale saves */
 } kn_storage;
 
 struct kn_tensor {
@@ -31,6 +33,9 @@ struct kn_tensor {
     /* Scope bookkeeping: the scope that owns one reference, and where in it. */
     struct kn_scope *scope;
     int64_t scope_slot;
+    /* Autograd state (src/autograd): NULL for tensors that never required grad. Shared by
+     * the handles kn_retain makes, not by views. */
+    struct kn_ag_meta *ag;
 };
 
 /* A new tensor header over `storage` (whose reference it takes over). */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/autograd_impl.h"
 #include "core/recycler.h"
 #include "core/runtime_impl.h"
 #include "exec/debug_check.h"
@@ -131,6 +132,7 @@ kn_tensor *kn_op_output(kn_opctx *c, kn_dtype dtype, const int64_t *shape, int n
         snprintf(msg, sizeof msg, "%s", kn_last_error());
         return kn_op_fail(c, kn_last_status(), "output: %s", msg);
     }
+    n->fresh_out |= (uint8_t)(1u << n->n_out);
     n->out[n->n_out++] = t;
     return t;
 }
@@ -182,8 +184,14 @@ static kn_status run_synchronously(kn_opctx *c, kn_tensor **outs) {
                       b->holds_values ? "" : " (its output shape depends on values, which meta tensors lack)");
     else if ((st = b->sync()) == KN_OK)
         st = kn_node_execute(b, n);
-    if (st == KN_OK)
+    /* The kernel made the outputs, so history is recorded once they exist. */
+    kn_ag_node *grad_node = NULL;
+    n->fresh_out = (uint8_t)((1u << n->n_out) - 1);
+    if (st == KN_OK) st = kn_ag_record_op(n, &grad_node);
+    if (st == KN_OK) {
         for (int i = 0; i < n->n_out; i++) outs[i] = kn_scope_adopt(kn_tensor_incref(n->out[i]));
+        kn_ag_attach(grad_node, outs, n->n_out);
+    }
     kn_node_free(n);
     return st;
 }
@@ -193,22 +201,41 @@ kn_status kn_op_run_multi(kn_opctx *c, kn_tensor **outs) {
     kn_node *n = c->node;
     if (kn_op_table[n->op].flags & KN_OPF_SYNC) return run_synchronously(c, outs);
     int n_out = n->n_out;
+    /* The backward node is made before submitting: the stream may run and free the node. */
+    kn_ag_node *grad_node;
+    kn_status st = kn_ag_record_op(n, &grad_node);
+    if (st != KN_OK) {
+        kn_node_free(n);
+        c->node = NULL;
+        return st;
+    }
     /* The caller's references: one per output, beside the node's own. */
     for (int i = 0; i < n_out; i++) outs[i] = kn_tensor_incref(n->out[i]);
-    kn_status st = submit(c);
+    st = submit(c);
     if (st != KN_OK) {
+        kn_ag_node_release(grad_node);
         for (int i = 0; i < n_out; i++) {
             kn_tensor_decref(outs[i]);
             outs[i] = NULL;
         }
         return st;
     }
+    kn_ag_attach(grad_node, outs, n_out);
     for (int i = 0; i < n_out; i++) kn_scope_adopt(outs[i]);
     return KN_OK;
 }
 
 kn_status kn_op_run_inplace(kn_opctx *c) {
     if (!c->node) return kn_last_status();
+    /* Bumps the outputs' versions; refuses them if they need grad in grad mode. With no
+     * fresh output there is never a backward node. */
+    kn_ag_node *grad_node;
+    kn_status st = kn_ag_record_op(c->node, &grad_node);
+    if (st != KN_OK) {
+        kn_node_free(c->node);
+        c->node = NULL;
+        return st;
+    }
     return submit(c);
 }
 

@@ -49,6 +49,7 @@ typedef struct kn_node {
     kn_tensor *out[KN_NODE_MAX_OUT];
     kn_attrs attrs;
     uint64_t rng_seed, rng_offset;      /* KN_OPF_RANDOM ops: the generator state they draw from */
+    uint8_t fresh_out;                  /* bit i: out[i] was made for this op (else written in place) */
     kn_tensor *in_inline[KN_NODE_MAX_IN];
 } kn_node;
 

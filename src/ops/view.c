@@ -7,6 +7,7 @@
 #include "exec/dispatch.h"
 #include "kiln/ops.h"
 #include "ops/ops_internal.h"
+#include "autograd/autograd_impl.h"
 
 /* Records "op(f32[2, 3]): message" and returns NULL. */
 static void *view_fail(const char *op, const kn_tensor *t, kn_status code, const char *fmt, ...) KN_PRINTF(4, 5);
@@ -36,8 +37,29 @@ static bool wrap_dim(const char *op, const kn_tensor *t, int64_t dim, int slots,
     return true;
 }
 
-static kn_tensor *make_view(const kn_tensor *t, const int64_t *shape, int ndim, const int64_t *stride, int64_t offset) {
-    return kn_scope_adopt(kn_tensor_view_of(t, shape, ndim, stride, offset));
+/* A view of t, recorded for autograd as rec says. */
+static kn_tensor *make_view_as(kn_tensor *t, const int64_t *shape, int ndim, const int64_t *stride, int64_t offset,
+                               const kn_view_rec *rec) {
+    kn_tensor *v = kn_tensor_view_of(t, shape, ndim, stride, offset);
+    if (v && kn_ag_record_view(t, v, rec) != KN_OK) {
+        kn_tensor_decref(v);
+        return NULL;
+    }
+    return kn_scope_adopt(v);
+}
+
+/* Same elements in a new shape (view, reshape, squeeze...). */
+static kn_tensor *reshaped_view(kn_tensor *t, const int64_t *shape, int ndim, const int64_t *stride, int64_t offset) {
+    return make_view_as(t, shape, ndim, stride, offset, &(kn_view_rec){.kind = KN_VIEW_RESHAPE});
+}
+
+/* A window of t's elements (slice, select, unfold). The same window over t's row-major
+ * layout (window_stride, window_offset) is what backward scatters the gradient into. */
+static kn_tensor *window_view(kn_tensor *t, const int64_t *shape, int ndim, const int64_t *stride, int64_t offset,
+                              const int64_t *window_stride, int64_t window_offset) {
+    kn_view_rec rec = {.kind = KN_VIEW_WINDOW, .window = {.shape.n = ndim, .stride.n = ndim, .offset = window_offset}};
+    for (int d = 0; d < ndim; d++) rec.window.shape.v[d] = shape[d], rec.window.stride.v[d] = window_stride[d];
+    return make_view_as(t, shape, ndim, stride, offset, &rec);
 }
 
 bool kn_broadcast_shapes(const char *op, kn_shape a, kn_shape b, kn_shape *out) {
@@ -170,7 +192,7 @@ kn_tensor *kn_view(kn_tensor *t, kn_shape shape) {
     if (!view_strides(t, s, stride))
         return view_fail("view", t, KN_ERR_VIEW,
                          "the strides of this non-contiguous tensor cannot express the new shape; use reshape");
-    return make_view(t, s.v, s.n, stride, t->offset);
+    return reshaped_view(t, s.v, s.n, stride, t->offset);
 }
 
 kn_tensor *kn_reshape(kn_tensor *t, kn_shape shape) {
@@ -178,7 +200,7 @@ kn_tensor *kn_reshape(kn_tensor *t, kn_shape shape) {
     kn_shape s;
     if (!infer_shape("reshape", t, shape, &s)) return NULL;
     int64_t stride[KN_MAX_DIMS];
-    if (view_strides(t, s, stride)) return make_view(t, s.v, s.n, stride, t->offset);
+    if (view_strides(t, s, stride)) return reshaped_view(t, s.v, s.n, stride, t->offset);
     kn_tensor *c = kn_contiguous(t);
     kn_tensor *v = c ? kn_view(c, s) : NULL;
     kn_release(c);
@@ -215,12 +237,14 @@ kn_tensor *kn_permute(kn_tensor *t, kn_shape dims) {
         shape[i] = t->shape[d];
         stride[i] = t->stride[d];
     }
-    return make_view(t, shape, t->ndim, stride, t->offset);
+    kn_shape perm = {.n = t->ndim};
+    for (int k = 0; k < t->ndim; k++) perm.v[k] = dims.v[k] < 0 ? dims.v[k] + t->ndim : dims.v[k];
+    return make_view_as(t, shape, t->ndim, stride, t->offset, &(kn_view_rec){.kind = KN_VIEW_PERMUTE, .perm = perm});
 }
 
 kn_tensor *kn_transpose(kn_tensor *t, int64_t dim0, int64_t dim1) {
     if (!check_input("transpose", t)) return NULL;
-    if (t->ndim == 0) return make_view(t, t->shape, 0, t->stride, t->offset);
+    if (t->ndim == 0) return reshaped_view(t, t->shape, 0, t->stride, t->offset);
     int64_t a, b;
     if (!wrap_dim("transpose", t, dim0, t->ndim, &a) || !wrap_dim("transpose", t, dim1, t->ndim, &b)) return NULL;
     int64_t shape[KN_MAX_DIMS], stride[KN_MAX_DIMS];
@@ -228,7 +252,9 @@ kn_tensor *kn_transpose(kn_tensor *t, int64_t dim0, int64_t dim1) {
     memcpy(stride, t->stride, sizeof stride);
     shape[a] = t->shape[b], shape[b] = t->shape[a];
     stride[a] = t->stride[b], stride[b] = t->stride[a];
-    return make_view(t, shape, t->ndim, stride, t->offset);
+    kn_shape perm = {.n = t->ndim};
+    for (int k = 0; k < t->ndim; k++) perm.v[k] = k == a ? b : k == b ? a : k;
+    return make_view_as(t, shape, t->ndim, stride, t->offset, &(kn_view_rec){.kind = KN_VIEW_PERMUTE, .perm = perm});
 }
 
 /* ---- selecting -------------------------------------------------------------------------------- */
@@ -255,7 +281,11 @@ kn_tensor *kn_slice(kn_tensor *t, int64_t dim, int64_t start, int64_t end, int64
     shape[d] = count;
     stride[d] = t->stride[d] * step;
     int64_t offset = t->offset + (count ? start * t->stride[d] : 0);
-    return make_view(t, shape, t->ndim, stride, offset);
+    int64_t window[KN_MAX_DIMS];
+    kn_contiguous_strides(t->shape, t->ndim, window);
+    int64_t window_offset = count ? start * window[d] : 0;
+    window[d] *= step;
+    return window_view(t, shape, t->ndim, stride, offset, window, window_offset);
 }
 
 kn_tensor *kn_narrow(kn_tensor *t, int64_t dim, int64_t start, int64_t length) {
@@ -278,11 +308,12 @@ kn_tensor *kn_select(kn_tensor *t, int64_t dim, int64_t index) {
         return view_fail("select", t, KN_ERR_INDEX, "index %lld is out of range for dim %lld of size %lld",
                          (long long)index, (long long)d, (long long)size);
     if (index < 0) index += size;
-    int64_t shape[KN_MAX_DIMS], stride[KN_MAX_DIMS];
+    int64_t shape[KN_MAX_DIMS], stride[KN_MAX_DIMS], rowmajor[KN_MAX_DIMS], window[KN_MAX_DIMS];
+    kn_contiguous_strides(t->shape, t->ndim, rowmajor);
     int n = 0;
     for (int i = 0; i < t->ndim; i++)
-        if (i != d) shape[n] = t->shape[i], stride[n++] = t->stride[i];
-    return make_view(t, shape, n, stride, t->offset + index * t->stride[d]);
+        if (i != d) shape[n] = t->shape[i], window[n] = rowmajor[i], stride[n++] = t->stride[i];
+    return window_view(t, shape, n, stride, t->offset + index * t->stride[d], window, index * rowmajor[d]);
 }
 
 /* ---- broadcasting and unit dims --------------------------------------------------------------- */
@@ -308,22 +339,22 @@ kn_tensor *kn_expand(kn_tensor *t, kn_shape shape) {
         out_shape[d] = want;
         stride[d] = want == have ? t->stride[d - lead] : 0;
     }
-    return make_view(t, out_shape, shape.n, stride, t->offset);
+    return make_view_as(t, out_shape, shape.n, stride, t->offset, &(kn_view_rec){.kind = KN_VIEW_EXPAND});
 }
 
 kn_tensor *kn_broadcast_to(kn_tensor *t, kn_shape shape) { return kn_expand(t, shape); }
 
 kn_tensor *kn_squeeze(kn_tensor *t, int64_t dim) {
     if (!check_input("squeeze", t)) return NULL;
-    if (t->ndim == 0) return make_view(t, t->shape, 0, t->stride, t->offset);
+    if (t->ndim == 0) return reshaped_view(t, t->shape, 0, t->stride, t->offset);
     int64_t d;
     if (!wrap_dim("squeeze", t, dim, t->ndim, &d)) return NULL;
-    if (t->shape[d] != 1) return make_view(t, t->shape, t->ndim, t->stride, t->offset);
+    if (t->shape[d] != 1) return reshaped_view(t, t->shape, t->ndim, t->stride, t->offset);
     int64_t shape[KN_MAX_DIMS], stride[KN_MAX_DIMS];
     int n = 0;
     for (int i = 0; i < t->ndim; i++)
         if (i != d) shape[n] = t->shape[i], stride[n++] = t->stride[i];
-    return make_view(t, shape, n, stride, t->offset);
+    return reshaped_view(t, shape, n, stride, t->offset);
 }
 
 kn_tensor *kn_squeeze_all(kn_tensor *t) {
@@ -332,7 +363,7 @@ kn_tensor *kn_squeeze_all(kn_tensor *t) {
     int n = 0;
     for (int i = 0; i < t->ndim; i++)
         if (t->shape[i] != 1) shape[n] = t->shape[i], stride[n++] = t->stride[i];
-    return make_view(t, shape, n, stride, t->offset);
+    return reshaped_view(t, shape, n, stride, t->offset);
 }
 
 kn_tensor *kn_unsqueeze(kn_tensor *t, int64_t dim) {
@@ -350,7 +381,7 @@ kn_tensor *kn_unsqueeze(kn_tensor *t, int64_t dim) {
             j++;
         }
     }
-    return make_view(t, shape, t->ndim + 1, stride, t->offset);
+    return reshaped_view(t, shape, t->ndim + 1, stride, t->offset);
 }
 
 kn_tensor *kn_unfold(kn_tensor *t, int64_t dim, int64_t size, int64_t step) {
@@ -365,14 +396,18 @@ kn_tensor *kn_unfold(kn_tensor *t, int64_t dim, int64_t size, int64_t step) {
     int64_t shape[KN_MAX_DIMS], stride[KN_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     memcpy(stride, t->stride, sizeof stride);
+    int64_t window[KN_MAX_DIMS];
+    kn_contiguous_strides(t->shape, t->ndim, window);
     int n = t->ndim;
+    shape[n] = size;
+    stride[n] = n ? t->stride[d] : 1;
+    window[n] = n ? window[d] : 1;
     if (n) {
         shape[d] = (len - size) / step + 1;
         stride[d] = t->stride[d] * step;
+        window[d] *= step;
     }
-    shape[n] = size;
-    stride[n] = n ? t->stride[d] : 1;
-    return make_view(t, shape, n + 1, stride, t->offset);
+    return window_view(t, shape, n + 1, stride, t->offset, window, 0);
 }
 
 kn_tensor *kn_as_strided(kn_tensor *t, kn_shape shape, kn_shape strides, int64_t offset) {
@@ -392,7 +427,8 @@ kn_tensor *kn_as_strided(kn_tensor *t, kn_shape shape, kn_shape strides, int64_t
     if (!empty && (lo < 0 || hi >= capacity))
         return view_fail("as_strided", t, KN_ERR_VIEW, "elements %lld..%lld fall outside the storage of %lld elements",
                          (long long)lo, (long long)hi, (long long)capacity);
-    return make_view(t, shape.v, shape.n, strides.v, offset);
+    kn_view_rec rec = {.kind = KN_VIEW_STORAGE, .window = {shape, strides, offset}};
+    return make_view_as(t, shape.v, shape.n, strides.v, offset, &rec);
 }
 
 /* ---- copies ----------------------------------------------------------------------------------- */
