@@ -245,6 +245,8 @@ static void test_state_restores_exactly(void) {
     kn_tensor *a = param(KN_SHAPE(9, 5), KN_F32), *b = param(KN_SHAPE(33), KN_F32);
     kn_param_group g = kn_adamw_group((kn_tensor *[]){a, b}, 2, 1e-2, 0.1);
     kn_optimizer *opt = kn_adamw_new(&g, 1);
+    CHECK(opt != NULL);
+    if (!opt) return;
     double ga[45], gb[33];
     for (int s = 0; s < 3; s++) {
         new_grad(a, ga);
@@ -260,9 +262,12 @@ static void test_state_restores_exactly(void) {
     CHECK(strcmp(names[3], "adamw.exp_avg_sq.1") == 0);
     CHECK(kn_optimizer_get_step(opt, 0) == 3 && kn_optimizer_get_step(opt, 1) == 2);
 
-    kn_tensor *a2 = kn_requires_grad(kn_clone(a), true), *b2 = kn_requires_grad(kn_clone(b), true);
+    kn_tensor *a2 = kn_requires_grad(kn_clone(kn_detach(a)), true);
+    kn_tensor *b2 = kn_requires_grad(kn_clone(kn_detach(b)), true);
     kn_param_group g2 = kn_adamw_group((kn_tensor *[]){a2, b2}, 2, 1e-2, 0.1);
     kn_optimizer *fresh = kn_adamw_new(&g2, 1);
+    CHECK(fresh != NULL);
+    if (!fresh) return;
     for (int i = 0; i < n_state; i++) {
         const char *name;
         kn_tensor *dst = kn_optimizer_state_tensor(fresh, i, &name);
@@ -282,6 +287,46 @@ static void test_state_restores_exactly(void) {
     free(x), free(y), free(z), free(w);
     kn_optimizer_free(opt);
     kn_optimizer_free(fresh);
+}
+
+/* Accumulated micro-batch gradients (each loss divided by the count) equal the full batch's;
+ * a few AdamW steps on them lower the loss. */
+static kn_tensor *mse(kn_tensor *x, kn_tensor *w, kn_tensor *y) {
+    kn_tensor *d = kn_sub(kn_matmul(x, w), y);
+    return kn_mean(kn_mul(d, d), KN_ALL_DIMS, false);
+}
+
+static void test_backward_accumulation_and_training(void) {
+    /* y = x w* with w* = (1.5, -2, 1); w starts at 0, so the loss has far to fall */
+    kn_tensor *x = rand_tensor(KN_SHAPE(8, 3), KN_F32, -1, 1);
+    kn_tensor *y = kn_matmul(x, tensor_from((double[]){1.5, -2, 1}, KN_SHAPE(3, 1), KN_F32));
+    kn_tensor *w = kn_requires_grad(kn_zeros(KN_SHAPE(3, 1), KN_F32), true);
+    kn_optimizer *opt = kn_adamw_new(&(kn_param_group){.params = &w, .n_params = 1, .lr = 0.05, .beta1 = 0.9,
+                                                       .beta2 = 0.999, .eps = 1e-8}, 1);
+    double first = 0, last = 0;
+    for (int s = 0; s < 20; s++) {
+        kn_scope_push();
+        kn_tensor *loss = mse(x, w, y);
+        CHECK(kn_backward(loss) == KN_OK);
+        double *full = read_f64(kn_grad(w));
+        CHECK(kn_optimizer_zero_grad(opt) == KN_OK);
+        for (int half = 0; half < 2; half++) {
+            kn_tensor *xs = kn_narrow(x, 0, 4 * half, 4), *ys = kn_narrow(y, 0, 4 * half, 4);
+            kn_tensor *part = mse(xs, w, ys);
+            CHECK(kn_backward(kn_div_scalar(part, 2)) == KN_OK);
+        }
+        CHECK_CLOSE(kn_grad(w), full, tol_for(KN_F32), "accumulated gradient");
+        CHECK(kn_optimizer_step(opt) == KN_OK);
+        CHECK(kn_optimizer_zero_grad(opt) == KN_OK);
+        double v = 0;
+        CHECK(kn_item(loss, &v) == KN_OK);
+        if (s == 0) first = v;
+        last = v;
+        free(full);
+        kn_scope_pop();
+    }
+    CHECK_MSG(last < 0.5 * first, "loss %g after 20 steps, %g at first", last, first);
+    kn_optimizer_free(opt);
 }
 
 static void test_debug_mode_runs_the_updates(void) {
@@ -358,6 +403,7 @@ int main(void) {
     RUN(test_lr_schedules);
     RUN(test_clip_grad_norm);
     RUN(test_state_restores_exactly);
+    RUN(test_backward_accumulation_and_training);
     RUN(test_debug_mode_runs_the_updates);
     RUN(test_bad_arguments_are_refused);
     return test_summary();

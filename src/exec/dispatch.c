@@ -227,6 +227,15 @@ kn_status kn_op_run_multi(kn_opctx *c, kn_tensor **outs) {
 
 kn_status kn_op_run_inplace(kn_opctx *c) {
     if (!c->node) return kn_last_status();
+    /* Bumps the outputs' versions; refuses them if they need grad in grad mode. With no
+     * fresh output there is never a backward node. */
+    kn_ag_node *grad_node;
+    kn_status st = kn_ag_record_op(c->node, &grad_node);
+    if (st != KN_OK) {
+        kn_node_free(c->node);
+        c->node = NULL;
+        return st;
+    }
     return submit(c);
 }
 

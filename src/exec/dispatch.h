@@ -38,8 +38,8 @@ kn_tensor *kn_op_output(kn_opctx *c, kn_dtype dtype, const int64_t *shape, int n
 kn_tensor *kn_op_run(kn_opctx *c);
 kn_status kn_op_run_multi(kn_opctx *c, kn_tensor **outs);
 /* Submits an op whose outputs are all existing tensors updated in place (kn_op_output is
- * not called; the caller put incref'd tensors in node->out): nothing is handed out, so the
- * tensors' owners are untouched. */
+ * not called; the caller put incref'd tensors in node->out): autograd notes the writes, and
+ * nothing is handed out, so the tensors' owners are untouched. */
 kn_status kn_op_run_inplace(kn_opctx *c);
 /* kn_op_run_multi for ops whose n outputs the caller may not all want: output i goes to *dst[i],
  * or is released where dst[i] is NULL. */
