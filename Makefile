@@ -30,8 +30,9 @@ bench: all
 	cmake --build $(BUILD) --target benchmarks -j $(JOBS)
 	sh bench/run.sh $(BUILD)
 
+# The main job: a small GPT learns to add 2-digit numbers on the CPU (kiln train adder).
 demo: all
-	./$(BUILD)/kiln demo
+	./$(BUILD)/kiln train adder
 
 install: all
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
