@@ -84,6 +84,25 @@ kn_tensor *kn_lerp_scalar(kn_tensor *start, kn_tensor *end, double weight);
 kn_tensor *kn_addcmul(kn_tensor *self, kn_tensor *t1, kn_tensor *t2, double value);
 kn_tensor *kn_addcdiv(kn_tensor *self, kn_tensor *t1, kn_tensor *t2, double value);
 
+/* Backward helpers: the derivatives autograd applies, one kernel each. grad is the output's
+ * gradient; the result is the gradient of the input named in the comment. */
+kn_tensor *kn_relu_backward(kn_tensor *grad, kn_tensor *out);     /* out = relu(x); 0 at x = 0 */
+kn_tensor *kn_leaky_relu_backward(kn_tensor *grad, kn_tensor *x, double negative_slope);
+kn_tensor *kn_clamp_backward(kn_tensor *grad, kn_tensor *x, double min, double max); /* grad where min <= x <= max */
+kn_tensor *kn_softplus_backward(kn_tensor *grad, kn_tensor *x, double beta, double threshold);
+kn_tensor *kn_sigmoid_backward(kn_tensor *grad, kn_tensor *out);  /* out = sigmoid(x) */
+kn_tensor *kn_tanh_backward(kn_tensor *grad, kn_tensor *out);     /* out = tanh(x) */
+kn_tensor *kn_gelu_backward(kn_tensor *grad, kn_tensor *x);
+kn_tensor *kn_gelu_tanh_backward(kn_tensor *grad, kn_tensor *x);
+kn_tensor *kn_silu_backward(kn_tensor *grad, kn_tensor *x);
+kn_tensor *kn_erf_backward(kn_tensor *grad, kn_tensor *x);
+/* pow(base, exponent): d/dbase, and d/dexponent (0 where base == 0 <= exponent). */
+kn_tensor *kn_pow_backward(kn_tensor *grad, kn_tensor *base, kn_tensor *exponent);
+kn_tensor *kn_pow_backward_exponent(kn_tensor *grad, kn_tensor *base, kn_tensor *exponent);
+/* maximum(a, b) / minimum(a, b): d/da (swap a and b for d/db); ties give each half. */
+kn_tensor *kn_maximum_backward(kn_tensor *grad, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_minimum_backward(kn_tensor *grad, kn_tensor *a, kn_tensor *b);
+
 /* Conversion to another dtype (a new tensor; round-to-nearest-even for f16/bf16). */
 kn_tensor *kn_cast(kn_tensor *x, kn_dtype dtype);
 

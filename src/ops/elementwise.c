@@ -188,6 +188,41 @@ kn_tensor *kn_addcdiv(kn_tensor *self, kn_tensor *t1, kn_tensor *t2, double valu
     return elementwise(KN_OP_addcdiv, 3, (kn_tensor *[]){self, t1, t2}, false, value, 0);
 }
 
+/* ---- backward helpers (defs/elementwise_backward.def) -------------------------------------
+ * Written out like the unary ops, since some take the forward op's attributes. */
+
+static kn_tensor *backward2(kn_op_id op, kn_tensor *grad, kn_tensor *x, double a, double b) {
+    return elementwise(op, 2, (kn_tensor *[]){grad, x}, false, a, b);
+}
+static kn_tensor *backward3(kn_op_id op, kn_tensor *grad, kn_tensor *x, kn_tensor *y) {
+    return elementwise(op, 3, (kn_tensor *[]){grad, x, y}, false, 0, 0);
+}
+
+kn_tensor *kn_relu_backward(kn_tensor *grad, kn_tensor *out) { return backward2(KN_OP_relu_backward, grad, out, 0, 0); }
+kn_tensor *kn_leaky_relu_backward(kn_tensor *grad, kn_tensor *x, double negative_slope) {
+    return backward2(KN_OP_leaky_relu_backward, grad, x, negative_slope, 0);
+}
+kn_tensor *kn_clamp_backward(kn_tensor *grad, kn_tensor *x, double min, double max) {
+    return backward2(KN_OP_clamp_backward, grad, x, isnan(min) ? -INFINITY : min, isnan(max) ? INFINITY : max);
+}
+kn_tensor *kn_softplus_backward(kn_tensor *grad, kn_tensor *x, double beta, double threshold) {
+    return backward2(KN_OP_softplus_backward, grad, x, beta, threshold);
+}
+kn_tensor *kn_sigmoid_backward(kn_tensor *grad, kn_tensor *out) { return backward2(KN_OP_sigmoid_backward, grad, out, 0, 0); }
+kn_tensor *kn_tanh_backward(kn_tensor *grad, kn_tensor *out) { return backward2(KN_OP_tanh_backward, grad, out, 0, 0); }
+kn_tensor *kn_gelu_backward(kn_tensor *grad, kn_tensor *x) { return backward2(KN_OP_gelu_backward, grad, x, 0, 0); }
+kn_tensor *kn_gelu_tanh_backward(kn_tensor *grad, kn_tensor *x) { return backward2(KN_OP_gelu_tanh_backward, grad, x, 0, 0); }
+kn_tensor *kn_silu_backward(kn_tensor *grad, kn_tensor *x) { return backward2(KN_OP_silu_backward, grad, x, 0, 0); }
+kn_tensor *kn_erf_backward(kn_tensor *grad, kn_tensor *x) { return backward2(KN_OP_erf_backward, grad, x, 0, 0); }
+kn_tensor *kn_pow_backward(kn_tensor *grad, kn_tensor *base, kn_tensor *exponent) {
+    return backward3(KN_OP_pow_backward, grad, base, exponent);
+}
+kn_tensor *kn_pow_backward_exponent(kn_tensor *grad, kn_tensor *base, kn_tensor *exponent) {
+    return backward3(KN_OP_pow_backward_exponent, grad, base, exponent);
+}
+kn_tensor *kn_maximum_backward(kn_tensor *grad, kn_tensor *a, kn_tensor *b) { return backward3(KN_OP_maximum_backward, grad, a, b); }
+kn_tensor *kn_minimum_backward(kn_tensor *grad, kn_tensor *a, kn_tensor *b) { return backward3(KN_OP_minimum_backward, grad, a, b); }
+
 /* ---- scalar operands -------------------------------------------------------------------------- */
 
 /* A 0-d tensor for a C number next to tensor a: a's dtype when that holds the number's kind,

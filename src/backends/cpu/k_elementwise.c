@@ -34,7 +34,9 @@
 #define BINARY_INNER(name, out, expr, SUF, DT, ST, CT, LOAD, STORE)                                \
     static int name##_##SUF(char *const *p, const int64_t *s, int64_t n, const kn_attrs *at) {    \
         typedef CT kn_ct;                                                                          \
+        const CT a = KN_ATTR(CT, at->f[0]), b = KN_ATTR(CT, at->f[1]);                             \
         int bad = 0;                                                                               \
+        (void)a, (void)b;                                                                          \
         OUT_ST_##out(ST) *restrict o = (OUT_ST_##out(ST) *)p[0];                                   \
         const ST *restrict xs = (const ST *)p[1], *restrict ys = (const ST *)p[2];                \
         if (s[0] == 1 && s[1] == 1 && s[2] == 1) {                                                 \
@@ -60,7 +62,6 @@
                 o[i * s[0]] = OUT_STORE_##out(STORE, (expr));                                      \
             }                                                                                      \
         }                                                                                          \
-        (void)at;                                                                                  \
         return bad;                                                                                \
     }
 
@@ -113,6 +114,7 @@
     KN_DTYPES_CLASS_##cls(INSTANTIATE, TERNARY_INNER, name, out, expr) NODE_KERNEL(name, cls)
 #include "ops/defs/unary.def"
 #include "ops/defs/binary.def"
+#include "ops/defs/elementwise_backward.def"
 #undef KN_UNARY
 #undef KN_BINARY
 #undef KN_TERNARY
@@ -123,6 +125,7 @@ const kn_kernel_reg kn_cpu_kernels_elementwise[] = {
 #define KN_TERNARY KN_UNARY
 #include "ops/defs/unary.def"
 #include "ops/defs/binary.def"
+#include "ops/defs/elementwise_backward.def"
 #undef KN_UNARY
 #undef KN_BINARY
 #undef KN_TERNARY
