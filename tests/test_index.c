@@ -111,6 +111,38 @@ static void test_index_select_add_embedding(void) {
     }
 }
 
+/* embedding_backward: every grad row added into its index's row, duplicates summed; the
+ * result f32 for f32/f16/bf16, f64 for f64. */
+static void test_embedding_backward(void) {
+    enum { V = 37, D = 19, N = 50 };
+    double iv[N], want[V * D];
+    rand_fill(iv, N, 0, V);
+    for (int i = 0; i < N; i++) iv[i] = (int)iv[i] % 4 == 0 ? 7 : (int)iv[i]; /* many duplicates */
+    for (int t = 0; t < 4; t++) {
+        kn_dtype dt = FLOAT_DTYPES[t], acc = dt == KN_F64 ? KN_F64 : KN_F32;
+        kn_tensor *g = rand_tensor(KN_SHAPE(N, D), dt, -1, 1);
+        double *gv = read_f64(g);
+        memset(want, 0, sizeof want);
+        for (int i = 0; i < N; i++)
+            for (int d = 0; d < D; d++) want[(int)iv[i] * D + d] += gv[i * D + d];
+        kn_tensor *out = kn_embedding_backward(non_contiguous_copy(g), idx_tensor(iv, KN_SHAPE(N), t % 2 ? KN_I32 : KN_I64), V);
+        CHECK(out && kn_dtype_of(out) == acc);
+        CHECK_SHAPE(out, KN_SHAPE(V, D));
+        CHECK_CLOSE(out, want, tol_for(acc), kn_dtype_name(dt));
+        free(gv);
+    }
+    double two[2] = {0, 1};
+    kn_tensor *g = kn_zeros(KN_SHAPE(2, 3), KN_F32), *i3 = idx_tensor(two, KN_SHAPE(2), KN_I64);
+    CHECK_ERROR(kn_embedding_backward(g, kn_unsqueeze(i3, 0), 4) != NULL, KN_ERR_SHAPE, "indices' shape");
+    CHECK_ERROR(kn_embedding_backward(kn_zeros(KN_SHAPE(2, 3), KN_I64), i3, 4) != NULL, KN_ERR_DTYPE, "float");
+    CHECK_ERROR(kn_embedding_backward(g, i3, -1) != NULL, KN_ERR_ARG, "negative");
+    CHECK_SHAPE(kn_embedding_backward(kn_zeros(KN_SHAPE(0, 3), KN_F32), kn_zeros(KN_SHAPE(0), KN_I64), 4), KN_SHAPE(4, 3));
+    double zero[12];
+    memset(zero, 0, sizeof zero);
+    CHECK_CLOSE(kn_embedding_backward(kn_zeros(KN_SHAPE(0, 3), KN_F32), kn_zeros(KN_SHAPE(0), KN_I64), 4), zero,
+                tol_for(KN_F32), "no rows");
+}
+
 static void test_index_put_wraps_and_accumulates(void) {
     kn_tensor *x = rand_tensor(KN_SHAPE(4, 3), KN_F32, -5, 5);
     double iv[3] = {-1, 0, 3};
@@ -336,6 +368,8 @@ static void test_debug_mode_data_errors(void) {
     double e[2] = {0, 7};
     CHECK_ERROR(kn_embedding(kn_zeros(KN_SHAPE(7, 2), KN_F32), idx_tensor(e, KN_SHAPE(2), KN_I64)) != NULL,
                 KN_ERR_INDEX, "embedding: index 7");
+    CHECK_ERROR(kn_embedding_backward(kn_zeros(KN_SHAPE(2, 2), KN_F32), idx_tensor(e, KN_SHAPE(2), KN_I64), 7) != NULL,
+                KN_ERR_INDEX, "embedding_backward: index 7");
     double off[2] = {0, 9};
     CHECK_ERROR(kn_embedding_bag(kn_zeros(KN_SHAPE(7, 2), KN_F32), idx_tensor(e, KN_SHAPE(2), KN_I64),
                                  idx_tensor(off, KN_SHAPE(2), KN_I64), KN_BAG_SUM, NULL, false) != NULL,
@@ -348,6 +382,7 @@ int main(void) {
     RUN(test_scatter_last_duplicate_wins_and_add_sums);
     RUN(test_scatter_reduce_modes);
     RUN(test_index_select_add_embedding);
+    RUN(test_embedding_backward);
     RUN(test_index_put_wraps_and_accumulates);
     RUN(test_masks_and_nonzero);
     RUN(test_embedding_bag_modes);

@@ -43,6 +43,10 @@ kn_tensor *kn_masked_select(kn_tensor *x, kn_tensor *mask);
 kn_tensor *kn_nonzero(kn_tensor *x);
 /* Rows of weight [V, D] picked by integer indices of any shape: out [..., D]. */
 kn_tensor *kn_embedding(kn_tensor *weight, kn_tensor *indices);
+/* The gradient of kn_embedding's weight [num_weights, D] from grad [..., D] (indices' shape
+ * then D): each grad row added into its index's row of zeros, in one pass (duplicates add up
+ * in row-major order). f32 for f32/f16/bf16 grads, f64 for f64. */
+kn_tensor *kn_embedding_backward(kn_tensor *grad, kn_tensor *indices, int64_t num_weights);
 typedef enum kn_bag_mode { KN_BAG_SUM = 0, KN_BAG_MEAN, KN_BAG_MAX } kn_bag_mode;
 /* Reductions of bags of rows: with offsets, indices is 1-d and bag b is
  * indices[offsets[b] .. offsets[b+1]) (the last bag runs to the end, or include_last_offset

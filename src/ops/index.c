@@ -51,6 +51,23 @@ kn_tensor *kn_embedding(kn_tensor *weight, kn_tensor *indices) {
     return kn_op_run(&c);
 }
 
+kn_tensor *kn_embedding_backward(kn_tensor *grad, kn_tensor *indices, int64_t num_weights) {
+    kn_opctx c;
+    if (!kn_op_begin(&c, KN_OP_embedding_backward, 2, (kn_tensor *[]){grad, indices})) return NULL;
+    if (!kn_index_dtype_ok(&c, indices, "indices")) return NULL;
+    if (!kn_dtype_is_float(grad->dtype)) return kn_op_fail(&c, KN_ERR_DTYPE, "grad must be a float tensor");
+    if (num_weights < 0) return kn_op_fail(&c, KN_ERR_ARG, "num_weights %lld is negative", (long long)num_weights);
+    bool fits = grad->ndim == indices->ndim + 1;
+    for (int d = 0; fits && d < indices->ndim; d++) fits = grad->shape[d] == indices->shape[d];
+    if (!fits) return kn_op_fail(&c, KN_ERR_SHAPE, "grad must be [indices' shape..., D]");
+    if (!kn_index_set_input(&c, 0, kn_contiguous(grad)) || !kn_index_set_input(&c, 1, kn_contiguous(indices)))
+        return NULL;
+    c.node->attrs.i[0] = num_weights;
+    int64_t shape[2] = {num_weights, grad->shape[grad->ndim - 1]};
+    if (!kn_op_output(&c, grad->dtype == KN_F64 ? KN_F64 : KN_F32, shape, 2)) return NULL;
+    return kn_op_run(&c);
+}
+
 kn_tensor *kn_gather(kn_tensor *x, int64_t dim, kn_tensor *index) {
     kn_opctx c;
     if (!kn_op_begin(&c, KN_OP_gather, 2, (kn_tensor *[]){x, index})) return NULL;

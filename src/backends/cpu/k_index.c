@@ -327,6 +327,7 @@ const kn_kernel_reg kn_cpu_kernels_index[] = {
     {KN_OP_masked_select, kn_cpu_masked_select, KN_DTS_ALL},
     {KN_OP_nonzero, kn_cpu_nonzero, KN_DTS_ALL},
     {KN_OP_embedding_bag, kn_cpu_embedding_bag, KN_DTS_FLOAT},
+    {KN_OP_embedding_backward, kn_cpu_embedding_backward, KN_DTS_FLOAT},
     {KN_OP_sort, kn_cpu_sort, KN_DTS_ALL},
     {KN_OP_unique, kn_cpu_unique, KN_DTS_ALL},
     {KN_OP_multinomial, kn_cpu_multinomial, KN_DTS_FLOAT},

@@ -77,6 +77,7 @@ kn_status kn_cpu_masked_fill(kn_node *n);
 kn_status kn_cpu_masked_select(kn_node *n);
 kn_status kn_cpu_nonzero(kn_node *n);
 kn_status kn_cpu_embedding_bag(kn_node *n);
+kn_status kn_cpu_embedding_backward(kn_node *n);
 kn_status kn_cpu_sort(kn_node *n);
 kn_status kn_cpu_unique(kn_node *n);
 kn_status kn_cpu_multinomial(kn_node *n);

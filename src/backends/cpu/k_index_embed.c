@@ -1,6 +1,8 @@
-/* CPU kernels of embedding_bag (bags in parallel, each a contiguous row reduction) and
- * multinomial (Philox draws: draw s of row r uses counter offset + r * num_samples + s). */
+/* CPU kernels of embedding_bag (bags in parallel, each a contiguous row reduction),
+ * embedding_backward (each thread owns a range of weight rows) and multinomial (Philox draws: draw s of row r uses counter offset + r * num_samples + s). */
+#include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/k_index_common.h"
 #include "core/philox.h"
@@ -102,6 +104,46 @@ kn_status kn_cpu_embedding_bag(kn_node *n) {
     default: break;
     }
     return ok ? KN_OK : kn_error(KN_ERR_OOM, "embedding_bag: out of host memory for a row of %lld", (long long)D);
+}
+
+/* ---- embedding_backward ------------------------------------------------------------------------
+ * One pass: each thread zeroes its own range of output rows and adds into them the grad rows
+ * whose index falls there, in index order (deterministic, no atomics, no dense one-hot). */
+
+#define EMBED_BACK_DTYPE(unused, SUF, DT, ST, CT, LOAD, STORE)                                         \
+    static void embed_back_##SUF(const ST *restrict g, const void *idx, bool idx64, int64_t N, int64_t D, \
+                                 int64_t V, CT *restrict out) {                                        \
+        _Pragma("omp parallel num_threads(kn_cpu_threads_for(V * D + N * D))") {                      \
+            int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();                              \
+            int64_t lo = V * t / nt, hi = V * (t + 1) / nt;                                            \
+            memset(out + lo * D, 0, sizeof *out * (size_t)((hi - lo) * D));                            \
+            for (int64_t i = 0; i < N; i++) {                                                          \
+                int64_t r = kn_index_load(idx, idx64, i);                                              \
+                if (r < lo || r >= hi) continue;                                                       \
+                CT *restrict o = out + r * D;                                                          \
+                const ST *restrict s = g + i * D;                                                      \
+                _Pragma("omp simd") for (int64_t d = 0; d < D; d++) o[d] += LOAD(s[d]);                \
+            }                                                                                          \
+        }                                                                                              \
+    }
+KN_DTYPES_FLOAT(EMBED_BACK_DTYPE, ~)
+
+kn_status kn_cpu_embedding_backward(kn_node *n) {
+    kn_tensor *grad = n->in[0], *indices = n->in[1], *out = n->out[0];
+    int64_t V = n->attrs.i[0], D = out->shape[1], N = kn_numel(indices);
+    kn_status st = kn_index_check_range(indices, 0, V, "embedding_backward", 0);
+    if (st != KN_OK || V * D == 0) return st;
+    const void *g = kn_tensor_data(grad), *idx = kn_tensor_data(indices);
+    bool idx64 = indices->dtype == KN_I64;
+    void *o = kn_tensor_data(out);
+    switch (grad->dtype) {
+#define EMBED_BACK_CASE(unused, SUF, DT, ST, CT, LOAD, STORE) \
+    case DT: embed_back_##SUF(g, idx, idx64, N, D, V, o); break;
+        KN_DTYPES_FLOAT(EMBED_BACK_CASE, ~)
+#undef EMBED_BACK_CASE
+    default: return kn_error(KN_ERR_INTERNAL, "embedding_backward: grad dtype %s", kn_dtype_name(grad->dtype));
+    }
+    return KN_OK;
 }
 
 /* ---- multinomial ---------------------------------------------------------------------------- */
