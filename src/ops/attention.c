@@ -75,7 +75,10 @@ kn_tensor *kn_scaled_dot_product_attention(kn_tensor *q, kn_tensor *k, kn_tensor
     c.node->attrs.f[0] = scale;
     c.node->attrs.f[1] = opts.dropout_p;
     kn_shape out = q->ndim >= 3 || batch.n ? with_tail(batch, oq.heads, oq.t, ov.d) : KN_SHAPE(oq.t, ov.d);
-    if (!kn_op_output(&c, dt, out.v, out.n)) return NULL;
+    kn_shape lse = batch;
+    lse.v[lse.n++] = oq.heads, lse.v[lse.n++] = oq.t;
+    if (!kn_op_output(&c, dt, out.v, out.n) || !kn_op_output(&c, dt == KN_F64 ? KN_F64 : KN_F32, lse.v, lse.n))
+        return NULL;
     if (opts.dropout_p > 0) {
         uint64_t probs = (uint64_t)kn_shape_numel(batch) * (uint64_t)(oq.heads * oq.t * ok.t);
         kn_rng_reserve((probs + 3) / 4, &c.node->rng_seed, &c.node->rng_offset);

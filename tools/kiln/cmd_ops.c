@@ -34,7 +34,13 @@ static int print_json(const kn_device_type *devices, int n_devices) {
 }
 
 static int print_table(const kn_device_type *devices, int n_devices) {
-    printf("%-29s %-12s %-7s", "op", "kind", "device");
+    int width = 29; /* the longest op name's */
+    for (int i = 0; i < kn_op_count(); i++) {
+        kn_op_info info;
+        kn_op_get_info(i, &info);
+        if ((int)strlen(info.name) > width) width = (int)strlen(info.name);
+    }
+    printf("%-*s %-12s %-7s", width, "op", "kind", "device");
     for (int d = 0; d < KN_DTYPE_COUNT; d++) printf(" %-4s", kn_dtype_name(d));
     printf("\n");
     int covered = 0, cells = 0;
@@ -43,7 +49,7 @@ static int print_table(const kn_device_type *devices, int n_devices) {
         kn_op_get_info(i, &info);
         for (int k = 0; k < n_devices; k++) {
             uint32_t mask = kn_op_kernel_dtypes(i, devices[k]);
-            printf("%-29s %-12s %-7s", k ? "" : info.name, k ? "" : info.kind, kn_device_type_name(devices[k]));
+            printf("%-*s %-12s %-7s", width, k ? "" : info.name, k ? "" : info.kind, kn_device_type_name(devices[k]));
             for (int d = 0; d < KN_DTYPE_COUNT; d++) {
                 printf(" %-4s", mask & KN_DT(d) ? "yes" : (info.accepted & KN_DT(d)) ? "via" : "-");
                 cells++;

@@ -2,57 +2,26 @@
  * blocks of keys with an online softmax (running max and sum per query), both products of a
  * block (q k^T and p v) through BLAS GEMM. Memory is O(block^2 + block * D) per thread, never
  * Tq x Tk; key blocks past the causal diagonal are skipped. A query with no allowed key
- * gives NaN, as PyTorch's softmax of an all -inf row does. */
+ * gives NaN, as PyTorch's softmax of an all -inf row does. Each row's log-sum-exp (max +
+ * log(sum)) is the second output, for the backward (k_attention_grad.c). */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/k_loss.h"
+#include "backends/cpu/k_attention.h"
 #include "core/error.h"
 
 enum { BLOCK_Q = 64, BLOCK_K = 128 };
 
-/* The problem, with q, k, v as [batch..., heads, T, cols] and mask as [batch..., H, Tq, Tk]. */
-typedef struct attn_problem {
-    int batch_dims;
-    int64_t batches, H, Hkv, Tq, Tk, D, Dv;
-    double scale, out_scale;
-    bool causal, dropout;
-    uint64_t seed, offset, threshold;
-} attn_problem;
-
-/* One operand as the kernel reads it: unit column stride, row stride `ld`. */
-typedef struct attn_operand {
-    const kn_tensor *t; /* for its batch strides */
-    const char *base;
-    int64_t head_stride, ld;
-} attn_operand;
-
-static int64_t batch_offset(const kn_tensor *t, int batch_dims, int64_t b) {
-    int64_t off = 0;
-    for (int d = batch_dims - 1; d >= 0; d--) {
-        off += (b % t->shape[d]) * t->stride[d];
-        b /= t->shape[d];
-    }
-    return off;
-}
-
-/* The mask of (batch b, head h) as a function of (query i, key j). */
-typedef struct attn_mask {
-    const char *base; /* NULL: no mask */
-    bool is_bool;
-    int64_t is, js;   /* element strides */
-} attn_mask;
-
 #define ATTENTION(SUF, T, GEMM)                                                                            \
     static void attention_task_##SUF(const attn_problem *P, const attn_operand *q, const attn_operand *k,    \
                                      const attn_operand *v, const attn_mask *mask_bh, int64_t b, int64_t h,  \
-                                     int64_t i0, T *S, T *acc, T *m, T *l, T *out) {                          \
+                                     int64_t i0, T *S, T *acc, T *m, T *l, T *out, T *lse) {                          \
         const int64_t bq = P->Tq - i0 < BLOCK_Q ? P->Tq - i0 : BLOCK_Q, D = P->D, Dv = P->Dv;               \
         const int64_t hk = h / (P->H / P->Hkv), shift = P->Tk - P->Tq;                                      \
-        const T *qp = (const T *)q->base + batch_offset(q->t, P->batch_dims, b) + h * q->head_stride + i0 * q->ld; \
-        const T *kp = (const T *)k->base + batch_offset(k->t, P->batch_dims, b) + hk * k->head_stride;      \
-        const T *vp = (const T *)v->base + batch_offset(v->t, P->batch_dims, b) + hk * v->head_stride;      \
+        const T *qp = (const T *)q->base + kn_cpu_attn_batch_offset(q->t, P->batch_dims, b) + h * q->head_stride + i0 * q->ld; \
+        const T *kp = (const T *)k->base + kn_cpu_attn_batch_offset(k->t, P->batch_dims, b) + hk * k->head_stride;      \
+        const T *vp = (const T *)v->base + kn_cpu_attn_batch_offset(v->t, P->batch_dims, b) + hk * v->head_stride;      \
         for (int64_t r = 0; r < bq; r++) m[r] = -INFINITY, l[r] = 0;                                         \
         memset(acc, 0, sizeof(T) * (size_t)(bq * Dv));                                                      \
         /* Keys at or past j_end are masked for every query of the block. */                                \
@@ -108,12 +77,12 @@ typedef struct attn_mask {
         for (int64_t r = 0; r < bq; r++) {                                                                   \
             const T f = (T)P->out_scale / l[r]; /* 0 / 0 = NaN for a query with no allowed key */           \
             for (int64_t d = 0; d < Dv; d++) o[r * Dv + d] = acc[r * Dv + d] * f;                            \
+            lse[(b * P->H + h) * P->Tq + i0 + r] = l[r] > 0 ? m[r] + kn_log(l[r]) : (T)-INFINITY;           \
         }                                                                                                    \
     }                                                                                                        \
     static bool attention_##SUF(const attn_problem *P, const attn_operand *q, const attn_operand *k,         \
-                                const attn_operand *v, const kn_tensor *mask, T *out) {                      \
+                                const attn_operand *v, const kn_tensor *mask, T *out, T *lse) {                      \
         const int64_t q_blocks = (P->Tq + BLOCK_Q - 1) / BLOCK_Q, tasks = P->batches * P->H * q_blocks;     \
-        const int nd = mask ? mask->ndim : 0;                                                                \
         int threads = kn_cpu_threads_for(tasks * BLOCK_Q * (P->Tk + 1) * (P->D + P->Dv + 1) / 16);         \
         if (threads > tasks) threads = (int)tasks;                                                           \
         int ok = 1;                                                                                          \
@@ -125,15 +94,8 @@ typedef struct attn_mask {
             for (int64_t task = 0; task < tasks; task++) {                                                   \
                 if (!ok) continue;                                                                           \
                 int64_t qb = task % q_blocks, bh = task / q_blocks, h = bh % P->H, b = bh / P->H;            \
-                attn_mask mb = {0};                                                                          \
-                if (mask) {                                                                                  \
-                    mb.is_bool = mask->dtype == KN_BOOL;                                                     \
-                    mb.is = mask->stride[nd - 2], mb.js = mask->stride[nd - 1];                              \
-                    mb.base = (const char *)kn_tensor_data(mask) +                                           \
-                              (batch_offset(mask, P->batch_dims, b) + h * mask->stride[nd - 3]) *            \
-                                  (int64_t)kn_dtype_size(mask->dtype);                                       \
-                }                                                                                            \
-                attention_task_##SUF(P, q, k, v, &mb, b, h, qb * BLOCK_Q, S, acc, ml, ml + BLOCK_Q, out);   \
+                attn_mask mb = kn_cpu_attn_mask(mask, P->batch_dims, b, h);                                  \
+                attention_task_##SUF(P, q, k, v, &mb, b, h, qb * BLOCK_Q, S, acc, ml, ml + BLOCK_Q, out, lse); \
             }                                                                                                \
             free(S);                                                                                         \
             free(acc);                                                                                       \
@@ -144,9 +106,7 @@ typedef struct attn_mask {
 ATTENTION(f32, float, cblas_sgemm)
 ATTENTION(f64, double, cblas_dgemm)
 
-/* An operand BLAS can read in place (unit column stride, row stride at least the row), else
- * a contiguous copy in `compute` (16-bit operands are always widened). */
-static kn_status prepare_operand(kn_tensor *t, kn_dtype compute, kn_tensor **scratch, attn_operand *o) {
+kn_status kn_cpu_attn_operand(kn_tensor *t, kn_dtype compute, kn_tensor **scratch, attn_operand *o) {
     int nd = t->ndim;
     int64_t rows = t->shape[nd - 2], cols = t->shape[nd - 1];
     bool direct = t->dtype == compute && (t->stride[nd - 1] == 1 || cols <= 1) &&
@@ -169,28 +129,22 @@ static kn_status prepare_operand(kn_tensor *t, kn_dtype compute, kn_tensor **scr
 }
 
 kn_status kn_cpu_attention_kernel(kn_node *n) {
-    kn_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *mask = n->attrs.i[1] ? n->in[3] : NULL;
+    kn_tensor *q = n->in[0], *mask = n->attrs.i[1] ? n->in[3] : NULL;
     kn_tensor *out = n->out[0];
-    int nd = q->ndim;
-    attn_problem P = {.batch_dims = nd - 3, .batches = 1, .H = q->shape[nd - 3], .Hkv = k->shape[nd - 3],
-                      .Tq = q->shape[nd - 2], .Tk = k->shape[nd - 2], .D = q->shape[nd - 1], .Dv = v->shape[nd - 1],
-                      .scale = n->attrs.f[0], .causal = n->attrs.i[0], .seed = n->rng_seed, .offset = n->rng_offset};
-    for (int d = 0; d < nd - 3; d++) P.batches *= q->shape[d];
-    double p = n->attrs.f[1];
-    P.dropout = p > 0;
-    P.threshold = kn_dropout_threshold(p);
-    P.out_scale = p >= 1 ? 0.0 : 1.0 / (1.0 - p);
+    attn_problem P = kn_cpu_attn_problem(n);
     int64_t count = kn_numel(out);
-    if (count == 0) return KN_OK;
-    if (P.Tk == 0) { /* softmax over no keys weighs nothing: zeros, as a product with an empty v */
+    if (count == 0 || P.Tk == 0) { /* softmax over no keys weighs nothing: zeros, as a product with an empty v */
         memset(kn_tensor_data(out), 0, (size_t)count * kn_dtype_size(out->dtype));
+        /* No gradient flows back from here, so no backward reads these log-sum-exps: zeros
+         * keep debug mode's check of finite outputs quiet. */
+        memset(kn_tensor_data(n->out[1]), 0, (size_t)kn_numel(n->out[1]) * kn_dtype_size(n->out[1]->dtype));
         return KN_OK;
     }
     kn_dtype compute = q->dtype == KN_F64 ? KN_F64 : KN_F32;
     kn_tensor *scratch[4] = {0};
     attn_operand ops[3];
     kn_status st = KN_OK;
-    for (int i = 0; i < 3 && st == KN_OK; i++) st = prepare_operand(n->in[i], compute, &scratch[i], &ops[i]);
+    for (int i = 0; i < 3 && st == KN_OK; i++) st = kn_cpu_attn_operand(n->in[i], compute, &scratch[i], &ops[i]);
     if (st == KN_OK && compute != out->dtype) {
         scratch[3] = kn_tensor_alloc("scaled_dot_product_attention", compute, out->shape, out->ndim, out->storage->device);
         if (!scratch[3]) st = kn_last_status();
@@ -200,8 +154,9 @@ kn_status kn_cpu_attention_kernel(kn_node *n) {
         /* Each thread runs its own small products: BLAS must not start threads of its own. */
         int blas_threads = openblas_get_num_threads();
         openblas_set_num_threads(1);
-        bool ok = compute == KN_F64 ? attention_f64(&P, &ops[0], &ops[1], &ops[2], mask, dst)
-                                    : attention_f32(&P, &ops[0], &ops[1], &ops[2], mask, dst);
+        void *lse = kn_tensor_data(n->out[1]);
+        bool ok = compute == KN_F64 ? attention_f64(&P, &ops[0], &ops[1], &ops[2], mask, dst, lse)
+                                    : attention_f32(&P, &ops[0], &ops[1], &ops[2], mask, dst, lse);
         openblas_set_num_threads(blas_threads);
         if (!ok) st = kn_error(KN_ERR_OOM, "scaled_dot_product_attention: out of memory for the block buffers");
         else if (scratch[3]) st = kn_cpu_copy_into(out, scratch[3]);

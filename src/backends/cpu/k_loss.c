@@ -8,8 +8,7 @@
 #include "backends/cpu/reduce_plan.h"
 #include "core/error.h"
 
-/* t's data as a contiguous array of dtype: t's own, or a copy in *scratch (freed by the caller). */
-static kn_status contiguous_data(kn_tensor *t, kn_dtype dtype, const char *op, kn_tensor **scratch, const void **data) {
+kn_status kn_cpu_loss_contiguous(kn_tensor *t, kn_dtype dtype, const char *op, kn_tensor **scratch, const void **data) {
     *scratch = NULL;
     if (t->dtype == dtype && kn_tensor_is_contiguous(t)) {
         *data = kn_tensor_data(t);
@@ -120,9 +119,9 @@ static kn_status class_loss_kernel(kn_node *n) {
     const void *xdata = NULL, *tdata = NULL, *wdata = NULL;
     double *per = malloc(sizeof(double) * (size_t)(2 * P + 1));
     kn_status st = per ? KN_OK : kn_error(KN_ERR_OOM, "%s: out of memory for %lld row losses", op, (long long)P);
-    if (st == KN_OK) st = contiguous_data(x, x->dtype, op, &sx, &xdata);
-    if (st == KN_OK) st = contiguous_data(n->in[1], probs ? x->dtype : KN_I64, op, &st_, &tdata);
-    if (st == KN_OK && has_weight) st = contiguous_data(n->in[2], KN_F64, op, &sw, &wdata);
+    if (st == KN_OK) st = kn_cpu_loss_contiguous(x, x->dtype, op, &sx, &xdata);
+    if (st == KN_OK) st = kn_cpu_loss_contiguous(n->in[1], probs ? x->dtype : KN_I64, op, &st_, &tdata);
+    if (st == KN_OK && has_weight) st = kn_cpu_loss_contiguous(n->in[2], KN_F64, op, &sw, &wdata);
     if (st == KN_OK) {
         a.loss = per, a.denom = per + P;
         a.target = tdata, a.tprobs = tdata, a.weight = wdata;
@@ -227,7 +226,7 @@ static kn_status pointwise_kernel(kn_node *n) {
     kn_tensor *scratch[4] = {0};
     kn_status st = KN_OK;
     for (int i = 0, slot = 0; i < 4 && st == KN_OK; i++)
-        if (present[i]) st = contiguous_data(n->in[slot++], dt, op, &scratch[i], &data[i]);
+        if (present[i]) st = kn_cpu_loss_contiguous(n->in[slot++], dt, op, &scratch[i], &data[i]);
     int64_t count = kn_numel(n->in[0]);
     int64_t blocks = (count + POINTWISE_BLOCK_ELEMS - 1) / POINTWISE_BLOCK_ELEMS;
     double *partial = st == KN_OK ? malloc(sizeof(double) * (size_t)(blocks + 1)) : NULL;
@@ -281,7 +280,7 @@ static kn_status dropout_kernel(kn_node *n) {
     double p = n->attrs.f[0];
     kn_tensor *scratch;
     const void *data = NULL;
-    kn_status st = contiguous_data(x, x->dtype, "dropout", &scratch, &data);
+    kn_status st = kn_cpu_loss_contiguous(x, x->dtype, "dropout", &scratch, &data);
     if (st != KN_OK) return st;
     int64_t count = kn_numel(x);
     uint64_t threshold = kn_dropout_threshold(p);
@@ -306,5 +305,7 @@ const kn_kernel_reg kn_cpu_kernels_loss[] = {
 #undef POINTWISE_REG
     {KN_OP_dropout, dropout_kernel, KN_DTS_FLOAT},
     {KN_OP_scaled_dot_product_attention, kn_cpu_attention_kernel, KN_DTS_FLOAT},
+    {KN_OP_cross_entropy_backward, kn_cpu_cross_entropy_backward_kernel, KN_DTS_FLOAT},
+    {KN_OP_scaled_dot_product_attention_backward, kn_cpu_attention_backward_kernel, KN_DTS_FLOAT},
     {0},
 };

@@ -1,4 +1,5 @@
-/* Pieces the loss family's CPU kernel files share: the dropout draw and the attention kernel. */
+/* Pieces the loss family's CPU kernel files share: the dropout draw, contiguous operands and
+ * the kernels that live in their own files. */
 #ifndef KILN_BACKENDS_CPU_K_LOSS_H
 #define KILN_BACKENDS_CPU_K_LOSS_H
 
@@ -15,6 +16,11 @@ static inline bool kn_dropout_keep(uint64_t seed, uint64_t offset, uint64_t e, u
     return kn_philox(seed, offset + e / 4).v[e % 4] >= threshold;
 }
 
+/* t's data as a contiguous array of dtype: t's own, or a copy in *scratch (freed by the caller). */
+kn_status kn_cpu_loss_contiguous(kn_tensor *t, kn_dtype dtype, const char *op, kn_tensor **scratch, const void **data);
+
 kn_status kn_cpu_attention_kernel(kn_node *n);
+kn_status kn_cpu_attention_backward_kernel(kn_node *n);   /* k_attention_grad.c */
+kn_status kn_cpu_cross_entropy_backward_kernel(kn_node *n); /* k_loss_grad.c */
 
 #endif

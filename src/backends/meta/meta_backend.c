@@ -63,6 +63,10 @@ static double node_flops(const kn_node *n) {
         double tk = (double)n->in[1]->shape[n->in[1]->ndim - 2];
         return 2.0 * tk * ((double)kn_numel(a) + out_numel);
     }
+    case KN_OP_scaled_dot_product_attention_backward: { /* q k^T again, then dv, dp, dq, dk */
+        double tk = (double)n->in[1]->shape[n->in[1]->ndim - 2];
+        return 2.0 * tk * (3.0 * (double)kn_numel(a) + 2.0 * (double)kn_numel(n->in[3]));
+    }
     default: break;
     }
     double in_numel = n->n_in ? (double)kn_numel(n->in[0]) : 0;
