@@ -90,7 +90,8 @@ kn_status kn_grad_index_add(const kn_grad_ctx *c, kn_tensor *const *gout, kn_ten
 }
 
 /* ---- scatter_reduce ----------------------------------------------------------------------
- * Computed in the accumulator dtype (src's): x cast to it, src cut to index's shape. */
+ * Computed in the accumulator dtype (src's), with src cut to index's shape; prod, amax and
+ * amin read the values (x cast to that dtype), sum and mean only the index. */
 
 typedef struct reduce_args {
     kn_tensor *g, *x, *index, *src;
@@ -114,7 +115,7 @@ static kn_status reduce_sum_mean(const reduce_args *a, kn_tensor **gx, kn_tensor
     if (a->op == KN_SCATTER_MEAN) {
         /* Each written element is divided by its count of terms (at least one). */
         kn_tensor *ones = kn_ones(kn_shape_of(a->index), a->dt);
-        kn_tensor *count = kn_scatter_add(kn_zeros(kn_shape_of(a->x), a->dt), a->d, a->index, ones);
+        kn_tensor *count = kn_scatter_add(kn_zeros(kn_shape_of(g), a->dt), a->d, a->index, ones);
         g = kn_div(g, kn_clamp(kn_add_scalar(count, a->include_self), 1, INFINITY));
     }
     *gx = a->include_self ? g : kn_scatter_value(a->g, a->d, a->index, 0);
@@ -152,13 +153,15 @@ static kn_status reduce_extreme(const reduce_args *a, kn_tensor **gx, kn_tensor 
 kn_status kn_grad_scatter_reduce(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
     kn_tensor *index = c->in[1];
     kn_dtype dt = c->in_dtype[2];
-    reduce_args a = {.g = kn_cast(gout[0], dt), .x = kn_cast(c->in[0], dt), .index = index,
-                     .src = window(c->in[2], kn_shape_of(index)), .d = c->attrs->i[0],
-                     .op = (kn_scatter_reduce_op)c->attrs->i[1], .include_self = c->attrs->i[2] != 0, .dt = dt};
+    kn_scatter_reduce_op op = (kn_scatter_reduce_op)c->attrs->i[1];
+    bool by_value = op == KN_SCATTER_PROD || op == KN_SCATTER_AMAX || op == KN_SCATTER_AMIN;
+    reduce_args a = {.g = kn_cast(gout[0], dt), .x = by_value ? kn_cast(c->in[0], dt) : NULL, .index = index,
+                     .src = window(c->in[2], kn_shape_of(index)), .d = c->attrs->i[0], .op = op,
+                     .include_self = c->attrs->i[2] != 0, .dt = dt};
     kn_tensor *gx = NULL, *gs = NULL;
-    kn_status st = a.op == KN_SCATTER_PROD                            ? reduce_prod(&a, &gx, &gs)
-                   : a.op == KN_SCATTER_AMAX || a.op == KN_SCATTER_AMIN ? reduce_extreme(&a, &gx, &gs)
-                                                                      : reduce_sum_mean(&a, &gx, &gs);
+    kn_status st = op == KN_SCATTER_PROD ? reduce_prod(&a, &gx, &gs)
+                   : by_value            ? reduce_extreme(&a, &gx, &gs)
+                                         : reduce_sum_mean(&a, &gx, &gs);
     if (st != KN_OK) return st;
     if (c->needs[0]) gin[0] = gx;
     if (c->needs[2] && !(gin[2] = kn_grad_fit(gs, c->in_shape[2]))) return kn_last_status();
