@@ -147,7 +147,23 @@ static void test_norm_errors(void) {
                 "i32");
 }
 
+/* The running stats are written in place: the caller's handles stay the caller's, alive and
+ * owned by their scope, after the op's own scope is gone. */
+static void test_batch_norm_running_stats_keep_their_owner(void) {
+    kn_scope_push();
+    kn_tensor *rm = kn_zeros(KN_SHAPE(3), KN_F32), *rv = kn_ones(KN_SHAPE(3), KN_F32);
+    kn_scope_push();
+    kn_tensor *x = rand_tensor(KN_SHAPE(4, 3), KN_F32, -1, 1);
+    CHECK(kn_batch_norm(x, rm, rv, NULL, NULL, true, 0.1, 1e-5) != NULL);
+    kn_scope_pop();
+    double *m = read_f64(rm);
+    CHECK(m != NULL && m[0] != 0);
+    free(m);
+    kn_scope_pop();
+}
+
 int main(void) {
+    RUN(test_batch_norm_running_stats_keep_their_owner);
     RUN(test_layer_norm_matches_reference);
     RUN(test_layer_norm_wide_rows_and_large_mean);
     RUN(test_group_norm_matches_reference);

@@ -209,8 +209,11 @@ kn_status kn_op_run_multi(kn_opctx *c, kn_tensor **outs) {
         c->node = NULL;
         return st;
     }
-    /* The caller's references: one per output, beside the node's own. */
-    for (int i = 0; i < n_out; i++) outs[i] = kn_tensor_incref(n->out[i]);
+    /* The caller's references: one per output, beside the node's own. An output written in
+     * place (batch_norm's running stats) is the caller's own tensor: it gets a new handle, so
+     * that its owner's handle is never re-registered with this scope. */
+    for (int i = 0; i < n_out; i++)
+        outs[i] = n->fresh_out & (1u << i) ? kn_tensor_incref(n->out[i]) : kn_retain(n->out[i]);
     st = submit(c);
     if (st != KN_OK) {
         kn_ag_node_release(grad_node);
