@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
+#include "ops/nn_backward.h"
 
 /* A sum of K products rounds up to K times in the compute type, so the tolerance grows with
  * the reduction length (K/8, at least the elementwise tolerance). */
@@ -160,10 +161,59 @@ static void test_conv_errors(void) {
                 KN_ERR_SHAPE, "not positive");
 }
 
+/* conv2d_backward_weight: dw[oc, ic, kh, kw] = sum over (n, oh, ow) of gy at the output
+ * times the input element that tap reads. The last case is big enough for several threads. */
+static void ref_conv2d_weight_grad(const conv_case *k, int64_t OH, int64_t OW, const double *x, const double *gy,
+                                   double *dw) {
+    int64_t Cg = k->C / k->g, Coutg = k->Cout / k->g;
+    const int64_t *s = k->o.stride, *p = k->o.padding, *d = k->o.dilation;
+    for (int64_t oc = 0; oc < k->Cout; oc++)
+        for (int64_t ic = 0; ic < Cg; ic++)
+            for (int64_t kh = 0; kh < k->KH; kh++)
+                for (int64_t kw = 0; kw < k->KW; kw++) {
+                    double acc = 0;
+                    for (int64_t n = 0; n < k->N; n++)
+                        for (int64_t oh = 0; oh < OH; oh++)
+                            for (int64_t ow = 0; ow < OW; ow++) {
+                                int64_t ih = oh * s[0] - p[0] + kh * d[0], iw = ow * s[1] - p[1] + kw * d[1];
+                                if (ih < 0 || ih >= k->H || iw < 0 || iw >= k->W) continue;
+                                acc += gy[((n * k->Cout + oc) * OH + oh) * OW + ow] *
+                                       x[((n * k->C + oc / Coutg * Cg + ic) * k->H + ih) * k->W + iw];
+                            }
+                    dw[((oc * Cg + ic) * k->KH + kh) * k->KW + kw] = acc;
+                }
+}
+
+static void test_conv2d_backward_weight_matches_loops(void) {
+    conv_case big = {8, 16, 12, 12, 16, 3, 3, 2, {.stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 1}, .groups = 2}};
+    for (size_t ci = 0; ci <= sizeof cases / sizeof *cases; ci++)
+        for (int k = 0; k < 4; k++) {
+            const conv_case *c = ci < sizeof cases / sizeof *cases ? &cases[ci] : &big;
+            kn_dtype dt = FLOAT_DTYPES[k];
+            int64_t eh = c->o.dilation[0] * (c->KH - 1) + 1, ew = c->o.dilation[1] * (c->KW - 1) + 1;
+            int64_t OH = (c->H + 2 * c->o.padding[0] - eh) / c->o.stride[0] + 1;
+            int64_t OW = (c->W + 2 * c->o.padding[1] - ew) / c->o.stride[1] + 1;
+            kn_tensor *x = rand_tensor(KN_SHAPE(c->N, c->C, c->H, c->W), dt, -1, 1);
+            kn_tensor *gy = rand_tensor(KN_SHAPE(c->N, c->Cout, OH, OW), dt, -1, 1);
+            kn_tensor *dw = kn_conv2d_backward_weight(non_contiguous_copy(gy), x, c->KH, c->KW, c->o.stride,
+                                                      c->o.padding, c->o.dilation, c->g);
+            CHECK(dw && kn_dtype_of(dw) == dt);
+            if (!dw) continue;
+            CHECK_SHAPE(dw, KN_SHAPE(c->Cout, c->C / c->g, c->KH, c->KW));
+            double *xv = read_f64(x), *gv = read_f64(gy), *want = malloc(sizeof(double) * (size_t)kn_numel(dw));
+            ref_conv2d_weight_grad(c, OH, OW, xv, gv, want);
+            char what[64];
+            snprintf(what, sizeof what, "case %zu %s", ci, kn_dtype_name(dt));
+            CHECK_CLOSE(dw, want, conv_tol(dt, c->N * OH * OW), what);
+            free(xv), free(gv), free(want);
+        }
+}
+
 int main(void) {
     RUN(test_conv2d_matches_direct_loops);
     RUN(test_conv1d_matches_direct_loops);
     RUN(test_conv_transpose2d_matches_scatter_loops);
     RUN(test_conv_errors);
+    RUN(test_conv2d_backward_weight_matches_loops);
     return test_summary();
 }

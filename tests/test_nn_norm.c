@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
+#include "ops/nn_backward.h"
 
 /* The affine step rounds 3-4 times in the compute type on values up to ~4 standard
  * deviations, so f32/f64 results get 4x the elementwise tolerance. */
@@ -162,6 +163,57 @@ static void test_batch_norm_running_stats_keep_their_owner(void) {
     kn_scope_pop();
 }
 
+/* layer_norm_backward / rms_norm_backward (the gradient formulas' kernel) against the
+ * textbook formulas: dx = rstd (gw - mean(gw) - xhat mean(gw xhat)) with gw = gy w, and the
+ * row sums dweight = sum(gy xhat), dbias = sum(gy). */
+static void ref_norm_backward(const double *gy, const double *x, const double *w, int64_t rows, int64_t inner,
+                              double eps, int rms, double *dx, double *dw, double *db) {
+    for (int64_t i = 0; i < inner; i++) dw[i] = db[i] = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * inner, *gr = gy + r * inner;
+        double mean = 0, var = 0, a = 0, b = 0;
+        for (int64_t i = 0; i < inner; i++) mean += xr[i];
+        mean = rms ? 0 : mean / (double)inner;
+        for (int64_t i = 0; i < inner; i++) var += (xr[i] - mean) * (xr[i] - mean);
+        double rstd = 1 / sqrt(var / (double)inner + eps);
+        for (int64_t i = 0; i < inner; i++) {
+            double xh = (xr[i] - mean) * rstd;
+            a += gr[i] * w[i], b += gr[i] * w[i] * xh;
+            dw[i] += gr[i] * xh, db[i] += gr[i];
+        }
+        a = rms ? 0 : a / (double)inner, b /= (double)inner;
+        for (int64_t i = 0; i < inner; i++) dx[r * inner + i] = rstd * (gr[i] * w[i] - a - (xr[i] - mean) * rstd * b);
+    }
+}
+
+static void test_norm_backward_matches_reference(void) {
+    /* [5, 48] in every dtype; [96, 768] f32 runs on several threads (per-thread row sums) */
+    int64_t shapes[2][2] = {{5, 48}, {96, 768}};
+    for (int si = 0; si < 2; si++)
+        for (int k = 0; k < (si ? 1 : 4); k++)
+            for (int rms = 0; rms < 2; rms++) {
+                kn_dtype dt = si ? KN_F32 : FLOAT_DTYPES[k];
+                int64_t rows = shapes[si][0], inner = shapes[si][1], n = rows * inner;
+                kn_tensor *x = rand_tensor(KN_SHAPE(rows, inner), dt, -2, 3), *gy = rand_tensor(KN_SHAPE(rows, inner), dt, -1, 1);
+                kn_tensor *w = rand_tensor(KN_SHAPE(inner), dt, 0.5, 1.5), *dx = NULL, *dw = NULL, *db = NULL;
+                double *xv = read_f64(x), *gv = read_f64(gy), *wv = read_f64(w);
+                double *want = malloc(sizeof(double) * (size_t)(n + 2 * inner));
+                ref_norm_backward(gv, xv, wv, rows, inner, 1e-5, rms, want, want + n, want + n + inner);
+                CHECK(kn_norm_backward(non_contiguous_copy(gy), x, w, inner, 1e-5, rms, &dx, &dw, rms ? NULL : &db) == KN_OK);
+                /* dx cancels two means of ~inner terms; the weight sums add rows terms */
+                tolerance t = norm_tol(dt), tw = t;
+                t.rtol *= 4, t.atol *= 4, tw.rtol *= (double)rows / 4 + 1, tw.atol *= (double)rows / 4 + 1;
+                CHECK_CLOSE(dx, want, t, rms ? "rms dx" : "dx");
+                CHECK_CLOSE(dw, want + n, tw, rms ? "rms dweight" : "dweight");
+                if (!rms) CHECK_CLOSE(db, want + n + inner, tw, "dbias");
+                CHECK(kn_dtype_of(dx) == dt && kn_dtype_of(dw) == dt);
+                free(xv), free(gv), free(wv), free(want);
+            }
+    kn_tensor *x = kn_zeros(KN_SHAPE(2, 6), KN_F32), *dx = NULL;
+    CHECK_ERROR(kn_norm_backward(kn_zeros(KN_SHAPE(2, 5), KN_F32), x, NULL, 6, 1e-5, false, &dx, NULL, NULL) == KN_OK,
+                KN_ERR_SHAPE, "same size");
+}
+
 int main(void) {
     RUN(test_batch_norm_running_stats_keep_their_owner);
     RUN(test_layer_norm_matches_reference);
@@ -170,5 +222,6 @@ int main(void) {
     RUN(test_batch_norm_training_updates_running_stats);
     RUN(test_batch_norm_on_a_strided_running_mean);
     RUN(test_norm_errors);
+    RUN(test_norm_backward_matches_reference);
     return test_summary();
 }

@@ -65,5 +65,8 @@ const kn_kernel_reg kn_cpu_kernels_nn[] = {
     {KN_OP_adaptive_avg_pool2d, kn_nn_adaptive_avg_pool2d_kernel, KN_DTS_FLOAT},
     {KN_OP_upsample_nearest2d, kn_nn_upsample_nearest2d_kernel, KN_DTS_FLOAT},
     {KN_OP_upsample_bilinear2d, kn_nn_upsample_bilinear2d_kernel, KN_DTS_FLOAT},
+    {KN_OP_layer_norm_backward, kn_nn_layer_norm_backward_kernel, KN_DTS_FLOAT},
+    {KN_OP_rms_norm_backward, kn_nn_rms_norm_backward_kernel, KN_DTS_FLOAT},
+    {KN_OP_conv2d_backward_weight, kn_nn_conv2d_backward_weight_kernel, KN_DTS_FLOAT},
     {0},
 };

@@ -35,5 +35,8 @@ kn_status kn_nn_avg_pool2d_kernel(kn_node *n);
 kn_status kn_nn_adaptive_avg_pool2d_kernel(kn_node *n);
 kn_status kn_nn_upsample_nearest2d_kernel(kn_node *n);
 kn_status kn_nn_upsample_bilinear2d_kernel(kn_node *n);
+kn_status kn_nn_layer_norm_backward_kernel(kn_node *n);
+kn_status kn_nn_rms_norm_backward_kernel(kn_node *n);
+kn_status kn_nn_conv2d_backward_weight_kernel(kn_node *n);
 
 #endif

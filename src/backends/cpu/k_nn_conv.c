@@ -106,6 +106,40 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
         }                                                                                             \
         openblas_set_num_threads(saved);                                                              \
         return ok;                                                                                    \
+    }                                                                                                 \
+    /* conv2d's weight gradient: dw[g] = sum over images of gy[n, g] im2col(x[n, g])^T, in        \
+     * per-thread partial sums (slot 0 is dw itself) when images run in parallel. */                \
+    static bool conv_weight_grad_##T(const conv_geom *g, const T *gy, const T *x, T *dw) {            \
+        int64_t jobs = g->N * g->G, OHW = g->OH * g->OW, HW = g->H * g->W, K = g->Cg * g->KH * g->KW; \
+        int64_t wsize = g->G * g->Coutg * K;                                                          \
+        double flops = 2.0 * (double)jobs * (double)(g->Coutg * K) * (double)OHW;                    \
+        int threads = flops < 1e6 ? 1 : kn_get_num_threads(), saved = openblas_get_num_threads();     \
+        if (threads > jobs) threads = 1;                                                              \
+        bool direct = g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0; \
+        T *part = threads > 1 ? calloc((size_t)((threads - 1) * wsize), sizeof(T)) : NULL;            \
+        if (threads > 1 && !part) return false;                                                       \
+        memset(dw, 0, sizeof(T) * (size_t)wsize);                                                     \
+        int ok = 1;                                                                                   \
+        openblas_set_num_threads(threads > 1 ? 1 : kn_get_num_threads());                             \
+        _Pragma("omp parallel num_threads(threads) reduction(& : ok)") {                             \
+            int t = omp_get_thread_num();                                                             \
+            T *acc = t ? part + (t - 1) * wsize : dw;                                                 \
+            T *scratch = direct ? NULL : malloc(sizeof(T) * (size_t)(K * OHW > 0 ? K * OHW : 1));     \
+            ok = direct || scratch;                                                                   \
+            _Pragma("omp for schedule(static)") for (int64_t j = 0; j < jobs; j++) if (ok) {          \
+                const T *xj = x + j * g->Cg * HW;                                                     \
+                if (!direct) im2col_##T(g, xj, scratch);                                              \
+                gemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->Coutg, (int)K, (int)OHW, 1,     \
+                     gy + j * g->Coutg * OHW, (int)OHW, direct ? xj : scratch, (int)OHW, 1,           \
+                     acc + (j % g->G) * g->Coutg * K, (int)K);                                        \
+            }                                                                                         \
+            free(scratch);                                                                            \
+            _Pragma("omp for schedule(static)") for (int64_t i = 0; i < wsize; i++)                   \
+                for (int p = 0; p < threads - 1; p++) dw[i] += part[p * wsize + i];                   \
+        }                                                                                             \
+        openblas_set_num_threads(saved);                                                              \
+        free(part);                                                                                   \
+        return ok;                                                                                    \
     }
 CONV_IMPL(float, cblas_sgemm)
 CONV_IMPL(double, cblas_dgemm)
@@ -144,3 +178,20 @@ static kn_status conv_kernel(kn_node *n, bool transposed) {
 
 kn_status kn_nn_conv2d_kernel(kn_node *n) { return conv_kernel(n, false); }
 kn_status kn_nn_conv_transpose2d_kernel(kn_node *n) { return conv_kernel(n, true); }
+
+/* conv2d_backward_weight (see nn.def): in[0] gy plays conv2d's output, in[1] x its input. */
+kn_status kn_nn_conv2d_backward_weight_kernel(kn_node *n) {
+    kn_tensor *out = n->out[0];
+    const kn_tensor *gyt = n->in[0], *xt = n->in[1];
+    const int64_t *a = n->attrs.i;
+    conv_geom g = {xt->shape[0], a[6], xt->shape[1] / a[6], xt->shape[2], xt->shape[3], gyt->shape[1] / a[6],
+                   out->shape[2], out->shape[3], gyt->shape[2], gyt->shape[3], a[0], a[1], a[2], a[3], a[4], a[5]};
+    kn_dtype ct = kn_nn_compute_dtype(out->dtype);
+    kn_tensor *gy = kn_nn_work(n->in[0], ct), *x = kn_nn_work(n->in[1], ct), *dw = kn_nn_work_out(out, ct);
+    bool ok = gy && x && dw;
+    if (ok && ct == KN_F64) ok = conv_weight_grad_double(&g, kn_tensor_data(gy), kn_tensor_data(x), kn_tensor_data(dw));
+    else if (ok) ok = conv_weight_grad_float(&g, kn_tensor_data(gy), kn_tensor_data(x), kn_tensor_data(dw));
+    if (gy) kn_tensor_decref(gy);
+    if (x) kn_tensor_decref(x);
+    return kn_nn_finish(out, dw, ok ? KN_OK : kn_error(KN_ERR_OOM, "conv2d_backward_weight: out of memory"));
+}

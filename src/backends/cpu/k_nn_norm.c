@@ -70,6 +70,77 @@ static kn_status trailing_norm(kn_node *n, bool rms) {
 kn_status kn_nn_layer_norm_kernel(kn_node *n) { return trailing_norm(n, false); }
 kn_status kn_nn_rms_norm_kernel(kn_node *n) { return trailing_norm(n, true); }
 
+/* The norms' backward over rows: with xhat = (x - mean) * rstd (recomputed as the forward
+ * does) and gw = gy * w, dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) (rms_norm: no
+ * centering, no mean(gw) term). dweight = sum(gy * xhat) and dbias = sum(gy) over rows
+ * accumulate in per-thread partials (`part`: threads x 2 x inner), summed at the end. */
+#define NORM_BACKWARD(T)                                                                         \
+    static void norm_backward_##T(const T *gy, const T *x, T *dx, T *dw, T *db, int64_t rows, int64_t inner, \
+                                  const T *restrict w, double eps, bool rms, T *part, int threads) { \
+        _Pragma("omp parallel num_threads(threads)") {                                          \
+            T *restrict pw = part + (int64_t)omp_get_thread_num() * 2 * inner, *restrict pb = pw + inner; \
+            int nt = omp_get_num_threads();                                                     \
+            _Pragma("omp for schedule(static)") for (int64_t r = 0; r < rows; r++) {            \
+                const T *restrict xr = x + r * inner, *restrict gr = gy + r * inner;            \
+                T *restrict dr = dx + r * inner;                                                \
+                double shift = rms ? 0 : (double)xr[0], s = 0, ss = 0;                          \
+                add_stats_##T(xr, inner, shift, &s, &ss);                                       \
+                double m = s / (double)inner, var = ss / (double)inner - (rms ? 0 : m * m);     \
+                T mean = (T)(rms ? 0 : shift + m), rstd = (T)(1.0 / sqrt((var > 0 ? var : 0) + eps)); \
+                T a = 0, b = 0;                                                                 \
+                _Pragma("omp simd reduction(+ : a, b)") for (int64_t i = 0; i < inner; i++) {   \
+                    T xh = (xr[i] - mean) * rstd, g = gr[i], gw = g * w[i];                     \
+                    a += gw, b += gw * xh;                                                      \
+                    pw[i] += g * xh, pb[i] += g;                                                \
+                }                                                                               \
+                T ca = rms ? 0 : a / (T)inner, cb = b / (T)inner;                               \
+                _Pragma("omp simd") for (int64_t i = 0; i < inner; i++)                         \
+                    dr[i] = rstd * (gr[i] * w[i] - ca - (xr[i] - mean) * rstd * cb);            \
+            }                                                                                   \
+            _Pragma("omp for schedule(static)") for (int64_t i = 0; i < inner; i++) {           \
+                double sw = 0, sb = 0;                                                          \
+                for (int t = 0; t < nt; t++) sw += part[t * 2 * inner + i], sb += part[(t * 2 + 1) * inner + i]; \
+                dw[i] = (T)sw, db[i] = (T)sb;                                                   \
+            }                                                                                   \
+        }                                                                                       \
+    }
+NORM_BACKWARD(float)
+NORM_BACKWARD(double)
+
+/* layer_norm_backward / rms_norm_backward (see nn.def). dbias is computed either way. */
+static kn_status norm_backward(kn_node *n, bool rms) {
+    kn_tensor *dx_out = n->out[0];
+    int64_t inner = n->attrs.i[0], rows = kn_numel(dx_out) / inner;
+    kn_dtype ct = kn_nn_compute_dtype(dx_out->dtype);
+    size_t es = kn_dtype_size(ct);
+    int threads = kn_cpu_threads_for(rows * inner * 4);
+    if (threads > rows) threads = rows > 0 ? (int)rows : 1;
+    void *w = narrow_vector(kn_nn_read_vector(kn_nn_optional(n, 10), inner, 1), inner, ct);
+    void *part = calloc((size_t)(threads * 2 * inner), es), *db = malloc((size_t)inner * es);
+    kn_tensor *gy = kn_nn_work(n->in[0], ct), *x = kn_nn_work(n->in[1], ct);
+    kn_tensor *dx = kn_nn_work_out(dx_out, ct), *dw = kn_nn_work_out(n->out[1], ct);
+    kn_tensor *dbt = rms ? NULL : kn_nn_work_out(n->out[2], ct);
+    kn_status st = w && part && db && gy && x && dx && dw && (rms || dbt)
+                       ? KN_OK
+                       : kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name(n->op));
+    void *dbp = dbt ? kn_tensor_data(dbt) : db;
+    if (st == KN_OK && ct == KN_F64)
+        norm_backward_double(kn_tensor_data(gy), kn_tensor_data(x), kn_tensor_data(dx), kn_tensor_data(dw), dbp, rows,
+                             inner, w, n->attrs.f[0], rms, part, threads);
+    else if (st == KN_OK)
+        norm_backward_float(kn_tensor_data(gy), kn_tensor_data(x), kn_tensor_data(dx), kn_tensor_data(dw), dbp, rows,
+                            inner, w, n->attrs.f[0], rms, part, threads);
+    free(w), free(part), free(db);
+    if (gy) kn_tensor_decref(gy);
+    if (x) kn_tensor_decref(x);
+    st = kn_nn_finish(dx_out, dx, st);
+    st = kn_nn_finish(n->out[1], dw, st);
+    return rms ? st : kn_nn_finish(n->out[2], dbt, st);
+}
+
+kn_status kn_nn_layer_norm_backward_kernel(kn_node *n) { return norm_backward(n, false); }
+kn_status kn_nn_rms_norm_backward_kernel(kn_node *n) { return norm_backward(n, true); }
+
 /* Per-channel affine y = x * scale[c] + shift[c] over x [N, C, inner]. */
 #define APPLY_CHANNELS(T)                                                                        \
     static void apply_channels_##T(const T *x, T *y, int64_t N, int64_t C, int64_t inner, const double *scale, \

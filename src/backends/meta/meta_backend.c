@@ -59,6 +59,8 @@ static double node_flops(const kn_node *n) {
         return 2.0 * out_numel * (double)(kn_numel(w) / w->shape[0]);
     case KN_OP_conv_transpose2d: /* weight [C_in, C_out/groups, KH, KW], scattered per input */
         return 2.0 * (double)kn_numel(a) * (double)(kn_numel(w) / w->shape[0]);
+    case KN_OP_conv2d_backward_weight: /* dweight [C_out, C_in/groups, KH, KW]: one product per tap of gy */
+        return 2.0 * (double)kn_numel(a) * (double)(kn_numel(out) / out->shape[0]);
     case KN_OP_scaled_dot_product_attention: { /* q k^T, then p v, over Tk keys */
         double tk = (double)n->in[1]->shape[n->in[1]->ndim - 2];
         return 2.0 * tk * ((double)kn_numel(a) + out_numel);
