@@ -433,6 +433,74 @@ static void test_softmax_is_stable(void) {
     }
 }
 
+/* Reduced dims before a size-1 kept dim: the plan may not read such an input in place. */
+static void test_reduced_dims_around_size_one_dims(void) {
+    double v[24];
+    for (int i = 0; i < 24; i++) v[i] = i;
+    kn_tensor *x = tensor_from(v, KN_SHAPE(2, 1, 4), KN_F64);
+    CHECK_CLOSE(kn_sum(x, KN_DIMS(0), true), ((double[]){4, 6, 8, 10}), tol_for(KN_F64), "sum [2, 1, 4] over dim 0");
+    kn_tensor *y = tensor_from(v, KN_SHAPE(2, 1, 3, 1, 4), KN_F64);
+    double want[4] = {0};
+    for (int i = 0; i < 24; i++) want[i % 4] += v[i];
+    CHECK_CLOSE(kn_sum(y, KN_DIMS(0, 2), false), want, tol_for(KN_F64), "sum [2, 1, 3, 1, 4] over dims 0, 2");
+}
+
+/* softmax_backward, log_softmax_backward: from g and y along the dim, against loops here. */
+static void check_softmax_backward(bool is_log, kn_dtype dt, kn_shape s, int dim, bool strided) {
+    kn_tensor *x = rand_tensor(s, dt, -3, 3), *g = rand_tensor(s, dt, -1, 1);
+    kn_tensor *y = is_log ? kn_log_softmax(x, dim) : kn_softmax(x, dim);
+    double *gv = read_f64(g), *yv = read_f64(y);
+    int64_t total = kn_shape_numel(s), outer = 1, n = s.n ? s.v[dim] : 1, inner = 1;
+    for (int d = 0; d < s.n; d++) {
+        if (d < dim) outer *= s.v[d];
+        if (d > dim) inner *= s.v[d];
+    }
+    double *want = malloc(sizeof(double) * (size_t)(total + 1));
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            double sum = 0;
+            for (int64_t k = 0; k < n; k++) {
+                int64_t at = (o * n + k) * inner + i;
+                sum += is_log ? gv[at] : gv[at] * yv[at];
+            }
+            for (int64_t k = 0; k < n; k++) {
+                int64_t at = (o * n + k) * inner + i;
+                want[at] = is_log ? gv[at] - exp(yv[at]) * sum : yv[at] * (gv[at] - sum);
+            }
+        }
+    kn_tensor *got = is_log ? kn_log_softmax_backward(strided ? non_contiguous_copy(g) : g, y, dim)
+                            : kn_softmax_backward(strided ? non_contiguous_copy(g) : g, y, dim);
+    char label[96];
+    snprintf(label, sizeof label, "%s %s dim %d%s", is_log ? "log_softmax_backward" : "softmax_backward",
+             kn_dtype_name(dt), dim, strided ? " strided" : "");
+    CHECK_MSG(got && kn_dtype_of(got) == (dt == KN_F64 ? KN_F64 : KN_F32), "%s: %s", label, kn_last_error());
+    /* the sums over a row of 20 round once more than an elementwise op */
+    tolerance tol = tol_for(kn_dtype_of(got));
+    tol.rtol *= 10, tol.atol *= 10;
+    if (got) CHECK_CLOSE(got, want, tol, label);
+    free(gv);
+    free(yv);
+    free(want);
+}
+
+static void test_softmax_backward_matches_reference(void) {
+    for (int is_log = 0; is_log < 2; is_log++)
+        for (int k = 0; k < 4; k++) {
+            kn_dtype dt = FLOAT_DTYPES[k];
+            check_softmax_backward(is_log, dt, KN_SHAPE(4, 7), 1, false);
+            check_softmax_backward(is_log, dt, KN_SHAPE(4, 7), 0, true);
+            check_softmax_backward(is_log, dt, KN_SHAPE(3, 5, 20), 1, false); /* by columns */
+            check_softmax_backward(is_log, dt, KN_SHAPE(2, 3, 300), 1, dt == KN_F32); /* more columns than a block */
+            check_softmax_backward(is_log, dt, KN_SHAPE(6), 0, false);
+            check_softmax_backward(is_log, dt, KN_SHAPE0, 0, false);
+            check_softmax_backward(is_log, dt, KN_SHAPE(3, 0, 2), 1, false);
+        }
+    kn_tensor *y = kn_ones(KN_SHAPE(2, 3), KN_F32);
+    CHECK_ERROR(kn_softmax_backward(kn_ones(KN_SHAPE(3, 2), KN_F32), y, 1) != NULL, KN_ERR_SHAPE, "differ in shape");
+    CHECK_ERROR(kn_log_softmax_backward(y, y, 2) != NULL, KN_ERR_INDEX, "log_softmax_backward");
+    CHECK_ERROR(kn_softmax_backward(kn_ones(KN_SHAPE(2, 3), KN_I64), y, 1) != NULL, KN_ERR_DTYPE, "softmax_backward");
+}
+
 static void test_nan_propagates(void) {
     double v[4] = {1, NAN, 3, -2};
     kn_tensor *x = tensor_from(v, KN_SHAPE(4), KN_F32);
@@ -470,6 +538,8 @@ int main(void) {
     RUN(test_extremes_and_indices);
     RUN(test_softmax_and_scans_match_reference);
     RUN(test_softmax_is_stable);
+    RUN(test_reduced_dims_around_size_one_dims);
+    RUN(test_softmax_backward_matches_reference);
     RUN(test_nan_propagates);
     RUN(test_errors_name_the_op);
     return test_summary();

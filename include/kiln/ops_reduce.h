@@ -49,6 +49,11 @@ kn_tensor *kn_cumprod(kn_tensor *x, int64_t dim);
  * NaN, as in PyTorch). Float inputs only. */
 kn_tensor *kn_softmax(kn_tensor *x, int64_t dim);
 kn_tensor *kn_log_softmax(kn_tensor *x, int64_t dim);
+/* Their gradients (autograd's formulas, one kernel): from g, the gradient of y = softmax(x,
+ * dim) (or log_softmax), and y itself, both of one shape, the gradient of x: y * (g -
+ * sum(g * y)) (or g - exp(y) * sum(g)) along dim. f64 when either is f64, else f32. */
+kn_tensor *kn_softmax_backward(kn_tensor *g, kn_tensor *y, int64_t dim);
+kn_tensor *kn_log_softmax_backward(kn_tensor *g, kn_tensor *y, int64_t dim);
 
 #ifdef __cplusplus
 }

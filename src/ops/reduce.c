@@ -146,3 +146,39 @@ kn_tensor *kn_cumsum(kn_tensor *x, int64_t dim) { return along_dim(KN_OP_cumsum,
 kn_tensor *kn_cumprod(kn_tensor *x, int64_t dim) { return along_dim(KN_OP_cumprod, x, dim, int_to_i64); }
 kn_tensor *kn_softmax(kn_tensor *x, int64_t dim) { return along_dim(KN_OP_softmax, x, dim, same_dtype); }
 kn_tensor *kn_log_softmax(kn_tensor *x, int64_t dim) { return along_dim(KN_OP_log_softmax, x, dim, same_dtype); }
+
+/* The softmax gradients: g and y cast to one compute dtype and made contiguous for the kernel. */
+static kn_tensor *softmax_grad(kn_op_id op, kn_tensor *g, kn_tensor *y, int64_t dim) {
+    kn_opctx c;
+    if (!kn_op_begin(&c, op, 2, (kn_tensor *[]){g, y})) return NULL;
+    bool same = g->ndim == y->ndim;
+    for (int d = 0; same && d < g->ndim; d++) same = g->shape[d] == y->shape[d];
+    if (!same) return kn_op_fail(&c, KN_ERR_SHAPE, "the gradient and the output differ in shape");
+    kn_shape reduced;
+    if (!kn_normalize_dims(kn_op_name(op), KN_DIMS(dim), g->ndim, &reduced)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", kn_last_error());
+        return kn_op_fail(&c, kn_last_status(), "%s", msg);
+    }
+    kn_dtype dt = g->dtype == KN_F64 || y->dtype == KN_F64 ? KN_F64 : KN_F32;
+    kn_tensor *ins[2] = {g, y};
+    for (int i = 0; i < 2; i++) {
+        kn_scope_push();
+        kn_tensor *t = kn_contiguous(ins[i]->dtype == dt ? ins[i] : kn_cast(ins[i], dt));
+        if (t) kn_op_set_input(&c, i, t);
+        kn_scope_pop();
+        if (!t) {
+            kn_node_free(c.node);
+            return NULL;
+        }
+    }
+    c.node->attrs.s[0] = reduced;
+    if (!kn_op_output(&c, dt, g->shape, g->ndim)) return NULL;
+    return kn_op_run(&c);
+}
+kn_tensor *kn_softmax_backward(kn_tensor *g, kn_tensor *y, int64_t dim) {
+    return softmax_grad(KN_OP_softmax_backward, g, y, dim);
+}
+kn_tensor *kn_log_softmax_backward(kn_tensor *g, kn_tensor *y, int64_t dim) {
+    return softmax_grad(KN_OP_log_softmax_backward, g, y, dim);
+}

@@ -296,5 +296,7 @@ const kn_kernel_reg kn_cpu_kernels_reduce[] = {
     {KN_OP_cumprod, kn_cpu_cumprod, KN_DTS_ALL},
     {KN_OP_softmax, kn_cpu_softmax, KN_DTS_FLOAT},
     {KN_OP_log_softmax, kn_cpu_log_softmax, KN_DTS_FLOAT},
+    {KN_OP_softmax_backward, kn_cpu_softmax_backward, KN_DT(KN_F32) | KN_DT(KN_F64)},
+    {KN_OP_log_softmax_backward, kn_cpu_log_softmax_backward, KN_DT(KN_F32) | KN_DT(KN_F64)},
     {0},
 };

@@ -16,10 +16,13 @@ kn_status kn_reduce_plan_make(kn_reduce_plan *p, kn_tensor *x, kn_shape reduced)
         if (is_reduced[d]) p->inner *= x->shape[d];
         else p->outer *= x->shape[d];
     }
-    /* Reduced dims last and the whole tensor contiguous: read it in place. */
-    bool trailing = true;
-    for (int d = 0; d < x->ndim; d++)
-        if (!is_reduced[d] && d > 0 && is_reduced[d - 1] && x->shape[d] != 1) trailing = false;
+    /* Reduced dims last (size-1 dims aside) and the whole tensor contiguous: read it in place. */
+    bool trailing = true, reduced_before = false;
+    for (int d = 0; d < x->ndim; d++) {
+        if (x->shape[d] == 1) continue;
+        if (is_reduced[d]) reduced_before = true;
+        else if (reduced_before) trailing = false;
+    }
     if (trailing && kn_tensor_is_contiguous(x)) {
         p->data = kn_tensor_data(x);
         return KN_OK;

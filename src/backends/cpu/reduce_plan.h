@@ -46,5 +46,8 @@ kn_status kn_cpu_cumsum(kn_node *n);
 kn_status kn_cpu_cumprod(kn_node *n);
 kn_status kn_cpu_softmax(kn_node *n);
 kn_status kn_cpu_log_softmax(kn_node *n);
+/* Their gradients (k_softmax_backward.c). */
+kn_status kn_cpu_softmax_backward(kn_node *n);
+kn_status kn_cpu_log_softmax_backward(kn_node *n);
 
 #endif
