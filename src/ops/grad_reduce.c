@@ -126,8 +126,8 @@ kn_status kn_grad_std(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **
  * for p < 1, where x is 0. */
 kn_status kn_grad_norm(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
     double p = c->attrs->f[0];
-    kn_tensor *x = c->in[0], *g = unreduce(c, gout[0]);
     if (p == 0) return KN_OK;
+    kn_tensor *x = c->in[0], *g = unreduce(c, gout[0]);
     if (p == 1) {
         gin[0] = kn_mul(kn_sign(x), g);
         return done(gin);
