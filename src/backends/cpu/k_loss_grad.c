@@ -1,15 +1,12 @@
 /* CPU kernel of cross_entropy_backward (src/ops/defs/loss.def): the gradient of
  * cross_entropy and nll_loss with respect to the scores, one row at a time in three sweeps
  * (max, sum of exponentials, then softmax * a - b written out), so a [256, 50257] logits
- * gradient never builds a softmax or one-hot tensor. Sweeps use 16 independent lanes, which
- * the compiler vectorizes without reassociating a single sum. */
+ * gradient never builds a softmax or one-hot tensor. */
 #include <stdlib.h>
 
 #include "backends/cpu/k_loss.h"
 #include "backends/cpu/reduce_plan.h"
 #include "core/error.h"
-
-enum { LANES = 16 };
 
 typedef struct ce_grad_args {
     int64_t C, ignore_index;
@@ -36,7 +33,7 @@ static void note_bad_target(ce_grad_args *a, int64_t p, int64_t t) {
  * and probability targets t' = (1 - eps) t + eps / C give s * (sum_k w_k t'_k) e_c - s w_c t'_c. */
 #define CE_GRAD_ROWS(unused, SUF, DT, ST, CT, LOAD, STORE)                                                  \
     static void ce_grad_rows_##SUF(ce_grad_args *a, const void *data, void *outp, int64_t b, int64_t e) {   \
-        const int64_t C = a->C, full = C / LANES * LANES;                                                   \
+        const int64_t C = a->C;                                                                             \
         const double eps = a->eps, *w = a->weight;                                                          \
         for (int64_t p = b; p < e; p++) {                                                                   \
             const ST *restrict x = (const ST *)data + p * C;                                               \
@@ -64,22 +61,9 @@ static void note_bad_target(ce_grad_args *a, int64_t p, int64_t t) {
                 for (int64_t c = 0; c < C; c++)                                                             \
                     soft += (w ? w[c] : 1.0) * ((double)LOAD(tp[c]) * (1 - eps) + eps / (double)C);         \
             }                                                                                               \
-            CT lane[LANES];                                                                                 \
-            for (int k = 0; k < LANES; k++) lane[k] = (CT)-INFINITY;                                        \
-            for (int64_t c = 0; c < full; c += LANES)                                                       \
-                for (int k = 0; k < LANES; k++) {                                                           \
-                    CT v = LOAD(x[c + k]);                                                                  \
-                    lane[k] = v > lane[k] ? v : lane[k];                                                    \
-                }                                                                                           \
-            CT mx = (CT)-INFINITY;                                                                          \
-            for (int64_t c = full; c < C; c++) mx = LOAD(x[c]) > mx ? LOAD(x[c]) : mx;                      \
-            for (int k = 0; k < LANES; k++) mx = lane[k] > mx ? lane[k] : mx;                               \
-            for (int k = 0; k < LANES; k++) lane[k] = 0;                                                    \
-            for (int64_t c = 0; c < full; c += LANES)                                                       \
-                for (int k = 0; k < LANES; k++) lane[k] += kn_exp((CT)(LOAD(x[c + k]) - mx));               \
-            double sum = 0;                                                                                 \
-            for (int64_t c = full; c < C; c++) sum += (double)kn_exp((CT)(LOAD(x[c]) - mx));                \
-            for (int k = 0; k < LANES; k++) sum += (double)lane[k];                                         \
+            CT mx;                                                                                          \
+            double sum;                                                                                     \
+            KN_ROW_MAX_SUMEXP(CT, LOAD, x, C, mx, sum);                                                     \
             const CT f = (CT)(s * soft / sum);                                                              \
             if (!a->probs && !w) { /* the common case: one subtraction at the target */                     \
                 const CT shift = (CT)(s * eps / (double)C);                                                 \
