@@ -1,4 +1,5 @@
-/* scaled_dot_product_attention against a naive full-matrix float64 reference. */
+/* scaled_dot_product_attention against a naive full-matrix float64 reference; its backward
+ * (scaled_dot_product_attention_backward) against central differences of that reference. */
 #include <stdlib.h>
 
 #include "core/philox.h"
@@ -86,6 +87,75 @@ static void check_case(attn_case c, kn_dtype dt) {
     CHECK_SHAPE(got, KN_SHAPE(c.B, c.H, c.Tq, c.Dv));
     CHECK_CLOSE(got, want, tol, what);
     free(qv), free(kv), free(vv), free(mv), free(want);
+}
+
+/* sum(attention_ref(q, k, v) * r). */
+static double weighted_ref(const attn_case *c, double *const *qkv, const double *m, kn_shape mshape, uint64_t seed,
+                           uint64_t off, const double *r, double *out) {
+    attention_ref(c, qkv[0], qkv[1], qkv[2], m, mshape, seed, off, out);
+    double acc = 0;
+    for (int64_t i = 0; i < c->B * c->H * c->Tq * c->Dv; i++) acc += out[i] * r[i];
+    return acc;
+}
+
+/* The gradients of sum(out * r) for q, k and v in dtype dt (through the backward op) against
+ * central differences of the float64 reference at the same (rounded) inputs. */
+static void check_grad_case(attn_case c, kn_dtype dt) {
+    kn_scope_push();
+    kn_shape shapes[3] = {KN_SHAPE(c.B, c.H, c.Tq, c.D), KN_SHAPE(c.B, c.Hkv, c.Tk, c.D), KN_SHAPE(c.B, c.Hkv, c.Tk, c.Dv)};
+    kn_tensor *in[3];
+    double *vals[3];
+    for (int i = 0; i < 3; i++) {
+        in[i] = kn_requires_grad(rand_tensor(shapes[i], dt, -1, 1), true);
+        vals[i] = read_f64(in[i]);
+    }
+    kn_shape mshape = KN_SHAPE(c.B, 1, c.Tq, c.Tk);
+    kn_tensor *mask = c.mask == 2 ? rand_tensor(mshape, KN_F32, -2, 2) : NULL;
+    double *mv = mask ? read_f64(mask) : NULL;
+    kn_shape oshape = KN_SHAPE(c.B, c.H, c.Tq, c.Dv);
+    kn_tensor *r = rand_tensor(oshape, KN_F64, -1, 1);
+    double *rv = read_f64(r), *out = malloc(sizeof(double) * (size_t)(kn_shape_numel(oshape) + 1));
+    uint64_t seed, off;
+    kn_rng_get_state(&seed, &off);
+    kn_tensor *got = kn_scaled_dot_product_attention(
+        in[0], in[1], in[2], mask, (kn_sdpa_opts){.causal = c.causal, .scale = c.scale, .dropout_p = c.dropout_p});
+    CHECK(kn_backward(kn_sum(kn_mul(kn_cast(got, KN_F64), r), KN_ALL_DIMS, false)) == KN_OK);
+    tolerance tol = tol_for(dt);
+    tol.rtol *= dt == KN_F64 ? 1e4 : 20, tol.atol *= dt == KN_F64 ? 1e4 : 20; /* differences: ~1e-9 */
+    for (int i = 0; i < 3; i++) {
+        int64_t n = kn_shape_numel(shapes[i]);
+        double *want = malloc(sizeof(double) * (size_t)(n + 1));
+        for (int64_t j = 0; j < n; j++) {
+            double keep = vals[i][j];
+            vals[i][j] = keep + 1e-6;
+            double up = weighted_ref(&c, vals, mv, mshape, seed, off, rv, out);
+            vals[i][j] = keep - 1e-6;
+            double down = weighted_ref(&c, vals, mv, mshape, seed, off, rv, out);
+            vals[i][j] = keep;
+            want[j] = (up - down) / 2e-6;
+        }
+        kn_tensor *g = kn_grad(in[i]);
+        CHECK(g && kn_dtype_of(g) == dt);
+        char what[160];
+        snprintf(what, sizeof what, "d%c %s H%lld/%lld Tq%lld Tk%lld causal %d mask %d drop %g", "qkv"[i],
+                 kn_dtype_name(dt), (long long)c.H, (long long)c.Hkv, (long long)c.Tq, (long long)c.Tk, c.causal,
+                 c.mask, c.dropout_p);
+        CHECK_CLOSE(g, want, tol, what);
+        free(want);
+    }
+    for (int i = 0; i < 3; i++) free(vals[i]);
+    free(mv), free(rv), free(out);
+    kn_scope_pop();
+}
+
+static void test_attention_backward(void) {
+    for (int k = 0; k < 4; k++)
+        check_grad_case((attn_case){.B = 2, .H = 4, .Hkv = 2, .Tq = 9, .Tk = 11, .D = 4, .Dv = 3, .causal = true},
+                        FLOAT_DTYPES[k]);
+    check_grad_case((attn_case){.B = 1, .H = 2, .Hkv = 1, .Tq = 70, .Tk = 140, .D = 2, .Dv = 2, .mask = 2}, KN_F32);
+    check_grad_case((attn_case){.B = 1, .H = 1, .Hkv = 1, .Tq = 8, .Tk = 8, .D = 4, .Dv = 4, .dropout_p = 0.4,
+                                .scale = 0.5},
+                    KN_F64);
 }
 
 static void test_attention_every_dtype(void) {
@@ -179,5 +249,6 @@ int main(void) {
     RUN(test_attention_dropout_uses_philox);
     RUN(test_attention_fully_masked_rows_are_nan_and_corners);
     RUN(test_attention_errors);
+    RUN(test_attention_backward);
     return test_summary();
 }

@@ -1,4 +1,5 @@
-/* Losses and dropout against float64 references written here as naive loops. */
+/* Losses and dropout against float64 references written here as naive loops; the gradient of
+ * the class-index losses (cross_entropy_backward) against central differences of them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,41 @@ static kn_tensor *rand_targets(kn_shape shape, int64_t C, int64_t ignore, kn_dty
     return tensor_from(v, shape, dt);
 }
 
+/* d/dx of sum(loss * seed), computed by cross_entropy_backward, against central differences
+ * of ce_ref at the same (rounded) values. */
+static void check_ce_grad(kn_tensor *x, double *xv, kn_tensor *t, const double *tv, const double *wv, int64_t N,
+                          int64_t C, int64_t S, kn_ce_opts o, bool nll, const char *what) {
+    kn_scope_push();
+    kn_dtype dt = kn_dtype_of(x);
+    kn_tensor *leaf = kn_requires_grad(kn_detach(x), true);
+    kn_tensor *got = nll ? kn_nll_loss(leaf, t, o) : kn_cross_entropy(leaf, t, o);
+    kn_tensor *seed = rand_tensor(kn_shape_of(got), dt, -1, 1);
+    double *sv = read_f64(seed), *loss = malloc(sizeof(double) * (size_t)(N * S + 1));
+    int64_t n = kn_numel(x), outs = kn_numel(got);
+    double *want = malloc(sizeof(double) * (size_t)n);
+    for (int64_t j = 0; j < n; j++) {
+        double keep = xv[j], sum[2] = {0, 0};
+        for (int side = 0; side < 2; side++) {
+            xv[j] = keep + (side ? -1e-6 : 1e-6);
+            ce_ref(xv, N, C, S, tv, false, wv, o.ignore_index, o.label_smoothing, nll, o.reduction, loss);
+            for (int64_t i = 0; i < outs; i++) sum[side] += loss[i] * sv[i];
+        }
+        xv[j] = keep;
+        want[j] = (sum[0] - sum[1]) / 2e-6;
+    }
+    CHECK(kn_backward_ex(got, seed, false) == KN_OK);
+    kn_tensor *g = kn_grad(leaf);
+    CHECK(g && kn_dtype_of(g) == dt);
+    tolerance tol = tol_for(dt);
+    if (dt == KN_F64) tol = (tolerance){1e-7, 1e-8}; /* the differences' own error */
+    if (dt == KN_F32) tol.rtol *= 4, tol.atol *= 4;
+    char name[160];
+    snprintf(name, sizeof name, "gradient of %s", what);
+    CHECK_CLOSE(g, want, tol, name);
+    free(sv), free(loss), free(want);
+    kn_scope_pop();
+}
+
 static void check_ce_case(kn_dtype dt, int64_t N, int64_t C, int64_t S, bool weighted, double eps, int64_t ignore,
                           bool nll, bool noncontig) {
     kn_shape xs = S > 1 ? KN_SHAPE(N, C, S) : KN_SHAPE(N, C), ts = S > 1 ? KN_SHAPE(N, S) : KN_SHAPE(N);
@@ -84,6 +120,7 @@ static void check_ce_case(kn_dtype dt, int64_t N, int64_t C, int64_t S, bool wei
         tolerance tol = tol_for(dt);
         if (dt == KN_F32) tol.rtol *= 4, tol.atol *= 4;
         CHECK_CLOSE(got, want, tol, what);
+        if (N * C * S <= 200) check_ce_grad(x, xv, t, tv, wv, N, C, S, o, nll, what);
     }
     free(xv), free(tv), free(wv), free(want);
 }

@@ -16,7 +16,7 @@ enum { BLOCK_Q = 64, BLOCK_K = 128 };
 #define ATTENTION(SUF, T, GEMM)                                                                            \
     static void attention_task_##SUF(const attn_problem *P, const attn_operand *q, const attn_operand *k,    \
                                      const attn_operand *v, const attn_mask *mask_bh, int64_t b, int64_t h,  \
-                                     int64_t i0, T *S, T *acc, T *m, T *l, T *out, T *lse) {                          \
+                                     int64_t i0, T *S, T *acc, T *m, T *l, T *out, T *lse) {                 \
         const int64_t bq = P->Tq - i0 < BLOCK_Q ? P->Tq - i0 : BLOCK_Q, D = P->D, Dv = P->Dv;               \
         const int64_t hk = h / (P->H / P->Hkv), shift = P->Tk - P->Tq;                                      \
         const T *qp = (const T *)q->base + kn_cpu_attn_batch_offset(q->t, P->batch_dims, b) + h * q->head_stride + i0 * q->ld; \
@@ -81,7 +81,7 @@ enum { BLOCK_Q = 64, BLOCK_K = 128 };
         }                                                                                                    \
     }                                                                                                        \
     static bool attention_##SUF(const attn_problem *P, const attn_operand *q, const attn_operand *k,         \
-                                const attn_operand *v, const kn_tensor *mask, T *out, T *lse) {                      \
+                                const attn_operand *v, const kn_tensor *mask, T *out, T *lse) {             \
         const int64_t q_blocks = (P->Tq + BLOCK_Q - 1) / BLOCK_Q, tasks = P->batches * P->H * q_blocks;     \
         int threads = kn_cpu_threads_for(tasks * BLOCK_Q * (P->Tk + 1) * (P->D + P->Dv + 1) / 16);         \
         if (threads > tasks) threads = (int)tasks;                                                           \

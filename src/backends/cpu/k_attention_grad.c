@@ -25,121 +25,121 @@ typedef struct attn_grad_io {
     void *dmask;              /* [batches, H, Tq, Tk] or NULL */
 } attn_grad_io;
 
-#define ATTENTION_GRAD(SUF, T, GEMM)                                                                         \
-    /* Query head h of batch b against keys [j0, j0 + bk): updates dq's rows and dk_j, dv_j. */               \
-    static void grad_block_##SUF(const attn_problem *P, const attn_grad_io *io, const attn_mask *mb,          \
-                                 int64_t b, int64_t h, int64_t j0, const T *delta, T *S, T *dP, T *Pd,        \
-                                 uint8_t *keep) {                                                             \
-        const int64_t D = P->D, Dv = P->Dv, shift = P->Tk - P->Tq, hk = h / (P->H / P->Hkv);                \
-        const int ldd = D > 0 ? (int)D : 1; /* BLAS wants leading dims of at least 1 */                     \
-        const int64_t bk = P->Tk - j0 < BLOCK_K ? P->Tk - j0 : BLOCK_K;                                      \
-        const int bd = P->batch_dims;                                                                         \
+#define ATTENTION_GRAD(SUF, T, GEMM)                                                                           \
+    /* Query head h of batch b against keys [j0, j0 + bk): updates dq's rows and dk_j, dv_j. */                \
+    static void grad_block_##SUF(const attn_problem *P, const attn_grad_io *io, const attn_mask *mb,           \
+                                 int64_t b, int64_t h, int64_t j0, const T *delta, T *S, T *dP, T *Pd,         \
+                                 uint8_t *keep) {                                                              \
+        const int64_t D = P->D, Dv = P->Dv, shift = P->Tk - P->Tq, hk = h / (P->H / P->Hkv);                   \
+        const int ldd = D > 0 ? (int)D : 1; /* BLAS wants leading dims of at least 1 */                        \
+        const int64_t bk = P->Tk - j0 < BLOCK_K ? P->Tk - j0 : BLOCK_K;                                        \
+        const int bd = P->batch_dims;                                                                          \
         const T *qp = (const T *)io->q.base + kn_cpu_attn_batch_offset(io->q.t, bd, b) + h * io->q.head_stride; \
         const T *gp = (const T *)io->go.base + kn_cpu_attn_batch_offset(io->go.t, bd, b) + h * io->go.head_stride; \
         const T *kp = (const T *)io->k.base + kn_cpu_attn_batch_offset(io->k.t, bd, b) + hk * io->k.head_stride + \
-                      j0 * io->k.ld;                                                                          \
+                      j0 * io->k.ld;                                                                           \
         const T *vp = (const T *)io->v.base + kn_cpu_attn_batch_offset(io->v.t, bd, b) + hk * io->v.head_stride + \
-                      j0 * io->v.ld;                                                                          \
-        const T *lse = (const T *)io->lse + (b * P->H + h) * P->Tq;                                           \
-        T *dq = (T *)io->dq + (b * P->H + h) * P->Tq * D;                                                     \
-        T *dk = (T *)io->dk + ((b * P->Hkv + hk) * P->Tk + j0) * D;                                           \
-        T *dv = (T *)io->dv + ((b * P->Hkv + hk) * P->Tk + j0) * Dv;                                          \
-        T *dmask = io->dmask ? (T *)io->dmask + (b * P->H + h) * P->Tq * P->Tk + j0 : NULL;                   \
-        /* Causal: queries before i_first see none of these keys. */                                          \
-        int64_t i_first = P->causal && j0 - shift > 0 ? j0 - shift : 0;                                       \
-        for (int64_t i0 = i_first; i0 < P->Tq; i0 += BLOCK_Q) {                                               \
-            const int64_t bq = P->Tq - i0 < BLOCK_Q ? P->Tq - i0 : BLOCK_Q;                                  \
-            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)bq, (int)bk, (int)D, (T)P->scale,             \
-                 qp + i0 * io->q.ld, (int)io->q.ld, kp, (int)io->k.ld, 0, S, BLOCK_K);                        \
-            for (int64_t r = 0; r < bq; r++) {                                                                \
-                T *restrict row = S + r * BLOCK_K;                                                            \
-                const int64_t i = i0 + r;                                                                     \
-                const T L = lse[i];                                                                           \
-                if (L == -INFINITY) { /* no allowed key: the forward gave NaN, nothing flows back */         \
-                    for (int64_t c = 0; c < bk; c++) row[c] = 0;                                              \
-                } else if (mb->base && mb->is_bool) {                                                         \
-                    const uint8_t *m = (const uint8_t *)mb->base + i * mb->is + j0 * mb->js;                  \
-                    for (int64_t c = 0; c < bk; c++)                                                          \
-                        if (!m[c * mb->js]) row[c] = -INFINITY;                                               \
-                } else if (mb->base) {                                                                        \
-                    const T *m = (const T *)mb->base + i * mb->is + j0 * mb->js;                              \
-                    for (int64_t c = 0; c < bk; c++) row[c] += m[c * mb->js];                                 \
-                }                                                                                             \
-                if (L != -INFINITY) {                                                                         \
-                    if (P->causal)                                                                            \
-                        for (int64_t c = i + shift - j0 + 1 > 0 ? i + shift - j0 + 1 : 0; c < bk; c++)        \
-                            row[c] = -INFINITY;                                                               \
-                    for (int64_t c = 0; c < bk; c++) row[c] = kn_exp((T)(row[c] - L));                       \
-                }                                                                                             \
-                if (P->dropout) {                                                                             \
-                    const uint64_t e0 = (uint64_t)(((b * P->H + h) * P->Tq + i) * P->Tk + j0);                \
-                    const T os = (T)P->out_scale;                                                             \
-                    for (int64_t c = 0; c < bk; c++) {                                                        \
+                      j0 * io->v.ld;                                                                           \
+        const T *lse = (const T *)io->lse + (b * P->H + h) * P->Tq;                                            \
+        T *dq = (T *)io->dq + (b * P->H + h) * P->Tq * D;                                                      \
+        T *dk = (T *)io->dk + ((b * P->Hkv + hk) * P->Tk + j0) * D;                                            \
+        T *dv = (T *)io->dv + ((b * P->Hkv + hk) * P->Tk + j0) * Dv;                                           \
+        T *dmask = io->dmask ? (T *)io->dmask + (b * P->H + h) * P->Tq * P->Tk + j0 : NULL;                    \
+        /* Causal: queries before i_first see none of these keys. */                                           \
+        int64_t i_first = P->causal && j0 - shift > 0 ? j0 - shift : 0;                                        \
+        for (int64_t i0 = i_first; i0 < P->Tq; i0 += BLOCK_Q) {                                                \
+            const int64_t bq = P->Tq - i0 < BLOCK_Q ? P->Tq - i0 : BLOCK_Q;                                    \
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)bq, (int)bk, (int)D, (T)P->scale,               \
+                 qp + i0 * io->q.ld, (int)io->q.ld, kp, (int)io->k.ld, 0, S, BLOCK_K);                         \
+            for (int64_t r = 0; r < bq; r++) {                                                                 \
+                T *restrict row = S + r * BLOCK_K;                                                             \
+                const int64_t i = i0 + r;                                                                      \
+                const T L = lse[i];                                                                            \
+                if (L == -INFINITY) { /* no allowed key: the forward gave NaN, nothing flows back */           \
+                    for (int64_t c = 0; c < bk; c++) row[c] = 0;                                               \
+                } else if (mb->base && mb->is_bool) {                                                          \
+                    const uint8_t *m = (const uint8_t *)mb->base + i * mb->is + j0 * mb->js;                   \
+                    for (int64_t c = 0; c < bk; c++)                                                           \
+                        if (!m[c * mb->js]) row[c] = -INFINITY;                                                \
+                } else if (mb->base) {                                                                         \
+                    const T *m = (const T *)mb->base + i * mb->is + j0 * mb->js;                               \
+                    for (int64_t c = 0; c < bk; c++) row[c] += m[c * mb->js];                                  \
+                }                                                                                              \
+                if (L != -INFINITY) {                                                                          \
+                    if (P->causal)                                                                             \
+                        for (int64_t c = i + shift - j0 + 1 > 0 ? i + shift - j0 + 1 : 0; c < bk; c++)         \
+                            row[c] = -INFINITY;                                                                \
+                    for (int64_t c = 0; c < bk; c++) row[c] = kn_exp((T)(row[c] - L));                         \
+                }                                                                                              \
+                if (P->dropout) {                                                                              \
+                    const uint64_t e0 = (uint64_t)(((b * P->H + h) * P->Tq + i) * P->Tk + j0);                 \
+                    const T os = (T)P->out_scale;                                                              \
+                    for (int64_t c = 0; c < bk; c++) {                                                         \
                         keep[r * BLOCK_K + c] = kn_dropout_keep(P->seed, P->offset, e0 + (uint64_t)c, P->threshold); \
-                        Pd[r * BLOCK_K + c] = keep[r * BLOCK_K + c] ? row[c] * os : 0;                        \
-                    }                                                                                         \
-                }                                                                                             \
-            }                                                                                                 \
-            const T *gi = gp + i0 * io->go.ld;                                                                \
-            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)bk, (int)Dv, (int)bq, 1, P->dropout ? Pd : S,  \
-                 BLOCK_K, gi, (int)io->go.ld, 1, dv, (int)Dv);                                                \
-            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)bq, (int)bk, (int)Dv, 1, gi, (int)io->go.ld,  \
-                 vp, (int)io->v.ld, 0, dP, BLOCK_K);                                                          \
-            for (int64_t r = 0; r < bq; r++) {                                                                \
-                T *restrict g = dP + r * BLOCK_K;                                                             \
-                const T *restrict p = S + r * BLOCK_K;                                                        \
-                const T dl = lse[i0 + r] == -INFINITY ? 0 : delta[i0 + r]; /* that row's out is NaN */       \
-                if (P->dropout) {                                                                             \
-                    const T os = (T)P->out_scale;                                                             \
-                    for (int64_t c = 0; c < bk; c++) g[c] = keep[r * BLOCK_K + c] ? g[c] * os : 0;            \
-                }                                                                                             \
-                for (int64_t c = 0; c < bk; c++) g[c] = p[c] * (g[c] - dl);                                   \
-                if (dmask) memcpy(dmask + (i0 + r) * P->Tk, g, sizeof(T) * (size_t)bk);                      \
-            }                                                                                                 \
-            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)bq, (int)D, (int)bk, (T)P->scale, dP,       \
-                 BLOCK_K, kp, (int)io->k.ld, 1, dq + i0 * D, ldd);                                            \
-            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)bk, (int)D, (int)bq, (T)P->scale, dP, BLOCK_K, \
-                 qp + i0 * io->q.ld, (int)io->q.ld, 1, dk, ldd);                                              \
-        }                                                                                                     \
-    }                                                                                                         \
-    static bool attention_grad_##SUF(const attn_problem *P, const attn_grad_io *io) {                         \
-        const int64_t tasks = P->batches * P->Hkv, group = P->H / P->Hkv;                                     \
-        int threads = kn_cpu_threads_for(tasks * group * P->Tq * (P->Tk + 1) * (P->D + P->Dv + 1) / 8);      \
-        if (threads > tasks) threads = (int)tasks;                                                            \
-        int ok = 1;                                                                                           \
-        _Pragma("omp parallel num_threads(threads) reduction(& : ok)") {                                      \
-            T *S = malloc(sizeof(T) * BLOCK_Q * BLOCK_K * (P->dropout ? 3 : 2));                              \
-            T *delta = malloc(sizeof(T) * (size_t)(P->Tq + 1));                                               \
-            uint8_t *keep = P->dropout ? malloc(BLOCK_Q * BLOCK_K) : NULL;                                    \
-            ok = S && delta && (keep || !P->dropout);                                                         \
-            _Pragma("omp for schedule(dynamic)")                                                              \
-            for (int64_t task = 0; task < tasks; task++) {                                                    \
-                if (!ok) continue;                                                                            \
-                const int64_t b = task / P->Hkv, hk = task % P->Hkv;                                          \
+                        Pd[r * BLOCK_K + c] = keep[r * BLOCK_K + c] ? row[c] * os : 0;                         \
+                    }                                                                                          \
+                }                                                                                              \
+            }                                                                                                  \
+            const T *gi = gp + i0 * io->go.ld;                                                                 \
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)bk, (int)Dv, (int)bq, 1, P->dropout ? Pd : S,   \
+                 BLOCK_K, gi, (int)io->go.ld, 1, dv, (int)Dv);                                                 \
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)bq, (int)bk, (int)Dv, 1, gi, (int)io->go.ld,    \
+                 vp, (int)io->v.ld, 0, dP, BLOCK_K);                                                           \
+            for (int64_t r = 0; r < bq; r++) {                                                                 \
+                T *restrict g = dP + r * BLOCK_K;                                                              \
+                const T *restrict p = S + r * BLOCK_K;                                                         \
+                const T dl = lse[i0 + r] == -INFINITY ? 0 : delta[i0 + r]; /* that row's out is NaN */         \
+                if (P->dropout) {                                                                              \
+                    const T os = (T)P->out_scale;                                                              \
+                    for (int64_t c = 0; c < bk; c++) g[c] = keep[r * BLOCK_K + c] ? g[c] * os : 0;             \
+                }                                                                                              \
+                for (int64_t c = 0; c < bk; c++) g[c] = p[c] * (g[c] - dl);                                    \
+                if (dmask) memcpy(dmask + (i0 + r) * P->Tk, g, sizeof(T) * (size_t)bk);                        \
+            }                                                                                                  \
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)bq, (int)D, (int)bk, (T)P->scale, dP,         \
+                 BLOCK_K, kp, (int)io->k.ld, 1, dq + i0 * D, ldd);                                             \
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)bk, (int)D, (int)bq, (T)P->scale, dP, BLOCK_K,  \
+                 qp + i0 * io->q.ld, (int)io->q.ld, 1, dk, ldd);                                               \
+        }                                                                                                      \
+    }                                                                                                          \
+    static bool attention_grad_##SUF(const attn_problem *P, const attn_grad_io *io) {                          \
+        const int64_t tasks = P->batches * P->Hkv, group = P->H / P->Hkv;                                      \
+        int threads = kn_cpu_threads_for(tasks * group * P->Tq * (P->Tk + 1) * (P->D + P->Dv + 1) / 8);        \
+        if (threads > tasks) threads = (int)tasks;                                                             \
+        int ok = 1;                                                                                            \
+        _Pragma("omp parallel num_threads(threads) reduction(& : ok)") {                                       \
+            T *S = malloc(sizeof(T) * BLOCK_Q * BLOCK_K * (P->dropout ? 3 : 2));                               \
+            T *delta = malloc(sizeof(T) * (size_t)(P->Tq + 1));                                                \
+            uint8_t *keep = P->dropout ? malloc(BLOCK_Q * BLOCK_K) : NULL;                                     \
+            ok = S && delta && (keep || !P->dropout);                                                          \
+            _Pragma("omp for schedule(dynamic)")                                                               \
+            for (int64_t task = 0; task < tasks; task++) {                                                     \
+                if (!ok) continue;                                                                             \
+                const int64_t b = task / P->Hkv, hk = task % P->Hkv;                                           \
                 memset((T *)io->dk + (b * P->Hkv + hk) * P->Tk * P->D, 0, sizeof(T) * (size_t)(P->Tk * P->D)); \
                 memset((T *)io->dv + (b * P->Hkv + hk) * P->Tk * P->Dv, 0, sizeof(T) * (size_t)(P->Tk * P->Dv)); \
-                for (int64_t h = hk * group; h < (hk + 1) * group; h++) {                                    \
+                for (int64_t h = hk * group; h < (hk + 1) * group; h++) {                                      \
                     memset((T *)io->dq + (b * P->H + h) * P->Tq * P->D, 0, sizeof(T) * (size_t)(P->Tq * P->D)); \
-                    const int bd = P->batch_dims;                                                             \
+                    const int bd = P->batch_dims;                                                              \
                     const T *o = (const T *)io->o.base + kn_cpu_attn_batch_offset(io->o.t, bd, b) + h * io->o.head_stride; \
-                    const T *g = (const T *)io->go.base + kn_cpu_attn_batch_offset(io->go.t, bd, b) +        \
-                                 h * io->go.head_stride;                                                      \
-                    for (int64_t i = 0; i < P->Tq; i++) {                                                     \
-                        T acc = 0;                                                                            \
+                    const T *g = (const T *)io->go.base + kn_cpu_attn_batch_offset(io->go.t, bd, b) +          \
+                                 h * io->go.head_stride;                                                       \
+                    for (int64_t i = 0; i < P->Tq; i++) {                                                      \
+                        T acc = 0;                                                                             \
                         for (int64_t d = 0; d < P->Dv; d++) acc += o[i * io->o.ld + d] * g[i * io->go.ld + d]; \
-                        delta[i] = acc;                                                                       \
-                    }                                                                                         \
-                    attn_mask mb = kn_cpu_attn_mask(io->mask, bd, b, h);                                      \
-                    for (int64_t j0 = 0; j0 < P->Tk; j0 += BLOCK_K)                                           \
-                        grad_block_##SUF(P, io, &mb, b, h, j0, delta, S, S + BLOCK_Q * BLOCK_K,               \
-                                         S + 2 * BLOCK_Q * BLOCK_K, keep);                                    \
-                }                                                                                             \
-            }                                                                                                 \
-            free(S);                                                                                          \
-            free(delta);                                                                                      \
-            free(keep);                                                                                       \
-        }                                                                                                     \
-        return ok;                                                                                            \
+                        delta[i] = acc;                                                                        \
+                    }                                                                                          \
+                    attn_mask mb = kn_cpu_attn_mask(io->mask, bd, b, h);                                       \
+                    for (int64_t j0 = 0; j0 < P->Tk; j0 += BLOCK_K)                                            \
+                        grad_block_##SUF(P, io, &mb, b, h, j0, delta, S, S + BLOCK_Q * BLOCK_K,                \
+                                         S + 2 * BLOCK_Q * BLOCK_K, keep);                                     \
+                }                                                                                              \
+            }                                                                                                  \
+            free(S);                                                                                           \
+            free(delta);                                                                                       \
+            free(keep);                                                                                        \
+        }                                                                                                      \
+        return ok;                                                                                             \
     }
 ATTENTION_GRAD(f32, float, cblas_sgemm)
 ATTENTION_GRAD(f64, double, cblas_dgemm)

@@ -58,13 +58,9 @@ static void note_bad_target(class_loss_args *a, int64_t p, int64_t t) {
             const ST *restrict x = (const ST *)data + p * C;                                          \
             double lse = 0;                                                                            \
             if (!a->log_probs) {                                                                       \
-                CT mx = -INFINITY;                                                                     \
-                for (int64_t c = 0; c < C; c++) {                                                      \
-                    CT v = LOAD(x[c]);                                                                 \
-                    mx = v > mx ? v : mx;                                                              \
-                }                                                                                      \
-                double s = 0;                                                                          \
-                for (int64_t c = 0; c < C; c++) s += (double)kn_exp((CT)(LOAD(x[c]) - mx));            \
+                CT mx;                                                                                 \
+                double s;                                                                              \
+                KN_ROW_MAX_SUMEXP(CT, LOAD, x, C, mx, s);                                              \
                 lse = (double)mx + log(s);                                                             \
             }                                                                                          \
             if (a->probs) {                                                                            \

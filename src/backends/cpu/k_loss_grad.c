@@ -1,15 +1,12 @@
 /* CPU kernel of cross_entropy_backward (src/ops/defs/loss.def): the gradient of
  * cross_entropy and nll_loss with respect to the scores, one row at a time in three sweeps
  * (max, sum of exponentials, then softmax * a - b written out), so a [256, 50257] logits
- * gradient never builds a softmax or one-hot tensor. Sweeps use 16 independent lanes, which
- * the compiler vectorizes without reassociating a single sum. */
+ * gradient never builds a softmax or one-hot tensor. */
 #include <stdlib.h>
 
 #include "backends/cpu/k_loss.h"
 #include "backends/cpu/reduce_plan.h"
 #include "core/error.h"
-
-enum { LANES = 16 };
 
 typedef struct ce_grad_args {
     int64_t C, ignore_index;
@@ -34,69 +31,56 @@ static void note_bad_target(ce_grad_args *a, int64_t p, int64_t t) {
 /* Row p's gradient: with e = softmax(x), index targets give
  *     s * ((1 - eps) w_t + eps W / C) e_c - s * (eps / C) w_c - s (1 - eps) w_t [c = t]
  * and probability targets t' = (1 - eps) t + eps / C give s * (sum_k w_k t'_k) e_c - s w_c t'_c. */
-#define CE_GRAD_ROWS(unused, SUF, DT, ST, CT, LOAD, STORE)                                                  \
-    static void ce_grad_rows_##SUF(ce_grad_args *a, const void *data, void *outp, int64_t b, int64_t e) {   \
-        const int64_t C = a->C, full = C / LANES * LANES;                                                   \
-        const double eps = a->eps, *w = a->weight;                                                          \
-        for (int64_t p = b; p < e; p++) {                                                                   \
-            const ST *restrict x = (const ST *)data + p * C;                                               \
-            ST *restrict o = (ST *)outp + p * C;                                                            \
-            const double s = (a->per_row ? a->g[p] : a->g[0]) * a->scale;                                   \
-            int64_t t = -1;                                                                                 \
-            double soft = 0; /* the coefficient of e_c */                                                   \
-            if (!a->probs) {                                                                                \
-                t = a->target[p];                                                                           \
-                bool ignored = t == a->ignore_index;                                                        \
-                if (!ignored && (t < 0 || t >= C)) note_bad_target(a, p, t), ignored = true;                \
-                if (ignored) {                                                                              \
-                    for (int64_t c = 0; c < C; c++) o[c] = STORE((CT)0);                                    \
-                    continue;                                                                               \
-                }                                                                                           \
-                double wt = w ? w[t] : 1.0;                                                                 \
-                if (a->log_probs) { /* nll_loss: -s w_t at the target only */                               \
-                    for (int64_t c = 0; c < C; c++) o[c] = STORE((CT)0);                                    \
-                    o[t] = STORE((CT)(-s * wt));                                                            \
-                    continue;                                                                               \
-                }                                                                                           \
-                soft = (1 - eps) * wt + eps * a->weight_sum / (double)C;                                    \
-            } else {                                                                                        \
-                const ST *restrict tp = (const ST *)a->tprobs + p * C;                                     \
-                for (int64_t c = 0; c < C; c++)                                                             \
-                    soft += (w ? w[c] : 1.0) * ((double)LOAD(tp[c]) * (1 - eps) + eps / (double)C);         \
-            }                                                                                               \
-            CT lane[LANES];                                                                                 \
-            for (int k = 0; k < LANES; k++) lane[k] = (CT)-INFINITY;                                        \
-            for (int64_t c = 0; c < full; c += LANES)                                                       \
-                for (int k = 0; k < LANES; k++) {                                                           \
-                    CT v = LOAD(x[c + k]);                                                                  \
-                    lane[k] = v > lane[k] ? v : lane[k];                                                    \
-                }                                                                                           \
-            CT mx = (CT)-INFINITY;                                                                          \
-            for (int64_t c = full; c < C; c++) mx = LOAD(x[c]) > mx ? LOAD(x[c]) : mx;                      \
-            for (int k = 0; k < LANES; k++) mx = lane[k] > mx ? lane[k] : mx;                               \
-            for (int k = 0; k < LANES; k++) lane[k] = 0;                                                    \
-            for (int64_t c = 0; c < full; c += LANES)                                                       \
-                for (int k = 0; k < LANES; k++) lane[k] += kn_exp((CT)(LOAD(x[c + k]) - mx));               \
-            double sum = 0;                                                                                 \
-            for (int64_t c = full; c < C; c++) sum += (double)kn_exp((CT)(LOAD(x[c]) - mx));                \
-            for (int k = 0; k < LANES; k++) sum += (double)lane[k];                                         \
-            const CT f = (CT)(s * soft / sum);                                                              \
-            if (!a->probs && !w) { /* the common case: one subtraction at the target */                     \
-                const CT shift = (CT)(s * eps / (double)C);                                                 \
-                for (int64_t c = 0; c < C; c++) o[c] = STORE(kn_exp((CT)(LOAD(x[c]) - mx)) * f - shift);    \
-                o[t] = STORE((CT)((double)LOAD(o[t]) - s * (1 - eps)));                                      \
-            } else if (!a->probs) {                                                                         \
-                for (int64_t c = 0; c < C; c++)                                                             \
-                    o[c] = STORE(kn_exp((CT)(LOAD(x[c]) - mx)) * f - (CT)(s * eps / (double)C * w[c]));     \
-                o[t] = STORE((CT)((double)LOAD(o[t]) - s * (1 - eps) * w[t]));                               \
-            } else {                                                                                        \
-                const ST *restrict tp = (const ST *)a->tprobs + p * C;                                     \
-                for (int64_t c = 0; c < C; c++) {                                                           \
-                    double tc = (double)LOAD(tp[c]) * (1 - eps) + eps / (double)C;                          \
-                    o[c] = STORE(kn_exp((CT)(LOAD(x[c]) - mx)) * f - (CT)(s * (w ? w[c] : 1.0) * tc));       \
-                }                                                                                           \
-            }                                                                                               \
-        }                                                                                                   \
+#define CE_GRAD_ROWS(unused, SUF, DT, ST, CT, LOAD, STORE)                                                     \
+    static void ce_grad_rows_##SUF(ce_grad_args *a, const void *data, void *outp, int64_t b, int64_t e) {      \
+        const int64_t C = a->C;                                                                                \
+        const double eps = a->eps, *w = a->weight;                                                             \
+        for (int64_t p = b; p < e; p++) {                                                                      \
+            const ST *restrict x = (const ST *)data + p * C;                                                   \
+            ST *restrict o = (ST *)outp + p * C;                                                               \
+            const double s = (a->per_row ? a->g[p] : a->g[0]) * a->scale;                                      \
+            int64_t t = -1;                                                                                    \
+            double soft = 0; /* the coefficient of e_c */                                                      \
+            if (!a->probs) {                                                                                   \
+                t = a->target[p];                                                                              \
+                bool ignored = t == a->ignore_index;                                                           \
+                if (!ignored && (t < 0 || t >= C)) note_bad_target(a, p, t), ignored = true;                   \
+                if (ignored) {                                                                                 \
+                    for (int64_t c = 0; c < C; c++) o[c] = STORE((CT)0);                                       \
+                    continue;                                                                                  \
+                }                                                                                              \
+                double wt = w ? w[t] : 1.0;                                                                    \
+                if (a->log_probs) { /* nll_loss: -s w_t at the target only */                                  \
+                    for (int64_t c = 0; c < C; c++) o[c] = STORE((CT)0);                                       \
+                    o[t] = STORE((CT)(-s * wt));                                                               \
+                    continue;                                                                                  \
+                }                                                                                              \
+                soft = (1 - eps) * wt + eps * a->weight_sum / (double)C;                                       \
+            } else {                                                                                           \
+                const ST *restrict tp = (const ST *)a->tprobs + p * C;                                         \
+                for (int64_t c = 0; c < C; c++)                                                                \
+                    soft += (w ? w[c] : 1.0) * ((double)LOAD(tp[c]) * (1 - eps) + eps / (double)C);            \
+            }                                                                                                  \
+            CT mx;                                                                                             \
+            double sum;                                                                                        \
+            KN_ROW_MAX_SUMEXP(CT, LOAD, x, C, mx, sum);                                                        \
+            const CT f = (CT)(s * soft / sum);                                                                 \
+            if (!a->probs && !w) { /* the common case: one subtraction at the target */                        \
+                const CT shift = (CT)(s * eps / (double)C);                                                    \
+                for (int64_t c = 0; c < C; c++) o[c] = STORE(kn_exp((CT)(LOAD(x[c]) - mx)) * f - shift);       \
+                o[t] = STORE((CT)((double)LOAD(o[t]) - s * (1 - eps)));                                        \
+            } else if (!a->probs) {                                                                            \
+                for (int64_t c = 0; c < C; c++)                                                                \
+                    o[c] = STORE(kn_exp((CT)(LOAD(x[c]) - mx)) * f - (CT)(s * eps / (double)C * w[c]));        \
+                o[t] = STORE((CT)((double)LOAD(o[t]) - s * (1 - eps) * w[t]));                                 \
+            } else {                                                                                           \
+                const ST *restrict tp = (const ST *)a->tprobs + p * C;                                         \
+                for (int64_t c = 0; c < C; c++) {                                                              \
+                    double tc = (double)LOAD(tp[c]) * (1 - eps) + eps / (double)C;                             \
+                    o[c] = STORE(kn_exp((CT)(LOAD(x[c]) - mx)) * f - (CT)(s * (w ? w[c] : 1.0) * tc));         \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
     }
 KN_DTYPES_FLOAT(CE_GRAD_ROWS, ~)
 
@@ -109,7 +93,7 @@ kn_status kn_cpu_cross_entropy_backward_kernel(kn_node *n) {
     kn_reduction reduction = (kn_reduction)n->attrs.i[0];
     ce_grad_rows_fn rows;
     switch (x->dtype) {
-#define CE_GRAD_CASE(unused, SUF, DT, ...) \
+#define CE_GRAD_CASE(unused, SUF, DT, ...)                                                                     \
     case DT: rows = ce_grad_rows_##SUF; break;
         KN_DTYPES_FLOAT(CE_GRAD_CASE, ~)
 #undef CE_GRAD_CASE
