@@ -133,7 +133,7 @@ void train_adder_defaults(train_options *o) {
     o->n_head = 4;
     o->n_embd = 64;
     o->batch = 128;
-    o->steps = 1500;
+    o->steps = 1000;
     o->lr = 3e-3;
     o->min_lr = 1e-4;
     o->warmup = 100;
