@@ -7,7 +7,7 @@
  * its .grad (gradients accumulate over calls until kn_zero_grad).
  *
  *     kn_requires_grad(w, true);
- *     kn_tensor *loss = kn_mean(kn_square(kn_sub(kn_matmul(x, w), y)), KN_ALL_DIMS, false);
+ *     kn_tensor *loss = kn_mse_loss(kn_matmul(x, w), y, KN_REDUCTION_MEAN);
  *     kn_backward(loss);
  *     kn_tensor *g = kn_grad(w);          // w's accumulated gradient, a new handle
  *
