@@ -39,7 +39,8 @@ static void remove_checkpoint(const char *path) {
     rmdir(path);
 }
 
-static kn_status save_optimizer(const char *path, kn_optimizer *opt) {
+/* The optimizer's state tensors (moments) saved to, or restored from, a safetensors file. */
+static kn_status transfer_optimizer(const char *path, kn_optimizer *opt, bool save) {
     int n = kn_optimizer_state_count(opt);
     const char **names = calloc((size_t)n + 1, sizeof *names);
     kn_tensor **tensors = calloc((size_t)n + 1, sizeof *tensors);
@@ -47,7 +48,9 @@ static kn_status save_optimizer(const char *path, kn_optimizer *opt) {
     kn_scope_push();
     for (int i = 0; st == KN_OK && i < n; i++)
         if (!(tensors[i] = kn_optimizer_state_tensor(opt, i, &names[i]))) st = kn_last_status();
-    if (st == KN_OK) st = kn_safetensors_save(path, n, names, tensors, NULL, NULL, 0);
+    if (st == KN_OK)
+        st = save ? kn_safetensors_save(path, n, names, tensors, NULL, NULL, 0)
+                  : kn_safetensors_load_into(path, n, names, tensors, KN_LOAD_STRICT);
     kn_scope_pop();
     free(names);
     free(tensors);
@@ -112,7 +115,7 @@ kn_status train_checkpoint_save(const char *dir, const train_job *job, kn_optimi
     join(file, tmp, "model.safetensors");
     kn_status st = kn_safetensors_save(file, job->n_params, (const char *const *)job->names, job->params, NULL, NULL, 0);
     join(file, tmp, "optimizer.safetensors");
-    if (st == KN_OK) st = save_optimizer(file, opt);
+    if (st == KN_OK) st = transfer_optimizer(file, opt, true);
     join(file, tmp, "state.json");
     if (st == KN_OK) st = save_state(file, job, opt, steps_done);
     if (st == KN_OK) {
@@ -190,21 +193,6 @@ static kn_status load_state(const char *path, const train_job *job, kn_optimizer
     return st;
 }
 
-static kn_status load_optimizer(const char *path, kn_optimizer *opt) {
-    int n = kn_optimizer_state_count(opt);
-    const char **names = calloc((size_t)n + 1, sizeof *names);
-    kn_tensor **tensors = calloc((size_t)n + 1, sizeof *tensors);
-    kn_status st = names && tensors ? KN_OK : kn_set_error(KN_ERR_OOM, "checkpoint: out of host memory");
-    kn_scope_push();
-    for (int i = 0; st == KN_OK && i < n; i++)
-        if (!(tensors[i] = kn_optimizer_state_tensor(opt, i, &names[i]))) st = kn_last_status();
-    if (st == KN_OK) st = kn_safetensors_load_into(path, n, names, tensors, KN_LOAD_STRICT);
-    kn_scope_pop();
-    free(names);
-    free(tensors);
-    return st;
-}
-
 kn_status train_checkpoint_load(const char *dir, const train_job *job, kn_optimizer *opt, int64_t *steps_done) {
     char path[PATH_SIZE];
     join(path, dir, "latest");
@@ -225,7 +213,7 @@ kn_status train_checkpoint_load(const char *dir, const train_job *job, kn_optimi
     kn_status st = kn_safetensors_load_into(path, job->n_params, (const char *const *)job->names, job->params, KN_LOAD_STRICT);
     kn_no_grad_pop();
     join(path, base, "optimizer.safetensors");
-    if (st == KN_OK) st = load_optimizer(path, opt);
+    if (st == KN_OK) st = transfer_optimizer(path, opt, false);
     join(path, base, "state.json");
     if (st == KN_OK) st = load_state(path, job, opt, steps_done);
     return st;
