@@ -169,10 +169,12 @@ static kn_tensor *f_binary(kn_tensor *const *in, const void *ctx) {
     return op(a, b);
 }
 
-#define BCAST(op, lo0, hi0, lo1, hi1) \
-    {#op " broadcast", f_binary, &(const binary_fn){op}, 2, {GC_IN(KN_SHAPE(2, 1, 3), lo0, hi0), GC_IN(KN_SHAPE(4, 1), lo1, hi1)}}
-#define STRIDED(op, lo0, hi0, lo1, hi1) \
-    {#op " strided", f_binary, &(const binary_fn){op}, 2, {GC_IN(KN_SHAPE(3, 4), lo0, hi0), GC_IN(KN_SHAPE(4, 6), lo1, hi1)}}
+#define BCAST(op, lo0, hi0, lo1, hi1)                     \
+    {#op " broadcast", f_binary, &(const binary_fn){op}, 2, \
+     {GC_IN(KN_SHAPE(2, 1, 3), lo0, hi0), GC_IN(KN_SHAPE(4, 1), lo1, hi1)}}
+#define STRIDED(op, lo0, hi0, lo1, hi1)                 \
+    {#op " strided", f_binary, &(const binary_fn){op}, 2, \
+     {GC_IN(KN_SHAPE(3, 4), lo0, hi0), GC_IN(KN_SHAPE(4, 6), lo1, hi1)}}
 #define BOTH(op, lo0, hi0, lo1, hi1) BCAST(op, lo0, hi0, lo1, hi1), STRIDED(op, lo0, hi0, lo1, hi1)
 static void test_binary_ops(void) {
     const gcase cases[] = {
@@ -187,7 +189,8 @@ static void test_binary_ops(void) {
         BOTH(kn_minimum, -1, 1, -1, 1),
         /* A 0-d operand that wants a gradient. */
         {"mul 0-d", f_binary, &(const binary_fn){kn_mul}, 2, {GC_IN(KN_SHAPE(2, 3), -2, 2), GC_IN(KN_SHAPE0, -2, 2)}},
-        {"pow 0-d exponent", f_binary, &(const binary_fn){kn_pow}, 2, {GC_IN(KN_SHAPE(2, 3), 0.5, 2), GC_IN(KN_SHAPE0, -2, 2)}},
+        {"pow 0-d exponent", f_binary, &(const binary_fn){kn_pow}, 2,
+         {GC_IN(KN_SHAPE(2, 3), 0.5, 2), GC_IN(KN_SHAPE0, -2, 2)}},
     };
 #undef BOTH
 #undef STRIDED
@@ -236,7 +239,7 @@ static void test_ternary_ops(void) {
     kn_scope_push();
     double cv[6] = {1, 0, 0, 1, 1, 0};
     kn_tensor *cond = tensor_from(cv, KN_SHAPE(2, 1, 3), KN_BOOL);
-    kn_tensor *cond_f = tensor_from(cv, KN_SHAPE(2, 1, 3), KN_F64); /* a float condition takes no gradient */
+    kn_tensor *cond_f = tensor_from(cv, KN_SHAPE(2, 1, 3), KN_F64); /* takes no gradient either */
 #define T(name, kind, value, strided, in0, lo1, hi1, lo2, hi2) \
     {name, f_ternary, &(const ternary){kind, value, strided}, 3, \
      {in0, GC_IN(strided ? KN_SHAPE(3, 4) : KN_SHAPE(4, 3), lo1, hi1), GC_IN(KN_SHAPE(2, 4, 1), lo2, hi2)}}

@@ -198,7 +198,9 @@ static kn_tensor *backward3(kn_op_id op, kn_tensor *grad, kn_tensor *x, kn_tenso
     return elementwise(op, 3, (kn_tensor *[]){grad, x, y}, false, 0, 0);
 }
 
-kn_tensor *kn_relu_backward(kn_tensor *grad, kn_tensor *out) { return backward2(KN_OP_relu_backward, grad, out, 0, 0); }
+kn_tensor *kn_relu_backward(kn_tensor *grad, kn_tensor *out) {
+    return backward2(KN_OP_relu_backward, grad, out, 0, 0);
+}
 kn_tensor *kn_leaky_relu_backward(kn_tensor *grad, kn_tensor *x, double negative_slope) {
     return backward2(KN_OP_leaky_relu_backward, grad, x, negative_slope, 0);
 }
@@ -208,10 +210,14 @@ kn_tensor *kn_clamp_backward(kn_tensor *grad, kn_tensor *x, double min, double m
 kn_tensor *kn_softplus_backward(kn_tensor *grad, kn_tensor *x, double beta, double threshold) {
     return backward2(KN_OP_softplus_backward, grad, x, beta, threshold);
 }
-kn_tensor *kn_sigmoid_backward(kn_tensor *grad, kn_tensor *out) { return backward2(KN_OP_sigmoid_backward, grad, out, 0, 0); }
+kn_tensor *kn_sigmoid_backward(kn_tensor *grad, kn_tensor *out) {
+    return backward2(KN_OP_sigmoid_backward, grad, out, 0, 0);
+}
 kn_tensor *kn_tanh_backward(kn_tensor *grad, kn_tensor *out) { return backward2(KN_OP_tanh_backward, grad, out, 0, 0); }
 kn_tensor *kn_gelu_backward(kn_tensor *grad, kn_tensor *x) { return backward2(KN_OP_gelu_backward, grad, x, 0, 0); }
-kn_tensor *kn_gelu_tanh_backward(kn_tensor *grad, kn_tensor *x) { return backward2(KN_OP_gelu_tanh_backward, grad, x, 0, 0); }
+kn_tensor *kn_gelu_tanh_backward(kn_tensor *grad, kn_tensor *x) {
+    return backward2(KN_OP_gelu_tanh_backward, grad, x, 0, 0);
+}
 kn_tensor *kn_silu_backward(kn_tensor *grad, kn_tensor *x) { return backward2(KN_OP_silu_backward, grad, x, 0, 0); }
 kn_tensor *kn_erf_backward(kn_tensor *grad, kn_tensor *x) { return backward2(KN_OP_erf_backward, grad, x, 0, 0); }
 kn_tensor *kn_pow_backward(kn_tensor *grad, kn_tensor *base, kn_tensor *exponent) {
@@ -220,8 +226,12 @@ kn_tensor *kn_pow_backward(kn_tensor *grad, kn_tensor *base, kn_tensor *exponent
 kn_tensor *kn_pow_backward_exponent(kn_tensor *grad, kn_tensor *base, kn_tensor *exponent) {
     return backward3(KN_OP_pow_backward_exponent, grad, base, exponent);
 }
-kn_tensor *kn_maximum_backward(kn_tensor *grad, kn_tensor *a, kn_tensor *b) { return backward3(KN_OP_maximum_backward, grad, a, b); }
-kn_tensor *kn_minimum_backward(kn_tensor *grad, kn_tensor *a, kn_tensor *b) { return backward3(KN_OP_minimum_backward, grad, a, b); }
+kn_tensor *kn_maximum_backward(kn_tensor *grad, kn_tensor *a, kn_tensor *b) {
+    return backward3(KN_OP_maximum_backward, grad, a, b);
+}
+kn_tensor *kn_minimum_backward(kn_tensor *grad, kn_tensor *a, kn_tensor *b) {
+    return backward3(KN_OP_minimum_backward, grad, a, b);
+}
 
 /* ---- scalar operands -------------------------------------------------------------------------- */
 

@@ -127,23 +127,24 @@ static inline double kn_pow_double(double x, double y, int *bad) { (void)bad; re
 #define kn_lerp(x, y, w) ((w) < KC(0.5) ? (x) + (w) * ((y) - (x)) : (y) - ((y) - (x)) * (KC(1) - (w)))
 
 /* Derivatives of the activations, for the backward ops (defs/elementwise_backward.def).
- * Branch-free like the forward forms and forced inline, so the kernels' loops vectorize. */
-#define KN_ACTIVATION_GRADS(T, SEL)                                                               \
-    KN_VM_INLINE T kn_gelu_grad_##T(T x) { /* Phi(x) + x phi(x) */                              \
+ * Branch-free and always inlined (too big for the compiler to inline by itself), so that
+ * the kernels' loops vectorize. */
+#define KN_ACTIVATION_GRADS(T, SEL)                                                                 \
+    KN_VM_INLINE T kn_gelu_grad_##T(T x) { /* Phi(x) + x phi(x) */                                  \
         T cdf = (T)0.5 * ((T)1 + kn_erf(x * (T)0.70710678118654752440));                            \
-        return cdf + x * (T)0.39894228040143267794 * kn_exp((T)-0.5 * x * x);                        \
-    }                                                                                              \
-    KN_VM_INLINE T kn_gelu_tanh_grad_##T(T x) { /* u = k (x + c x^3), d/dx of x/2 (1 + tanh u) */ \
+        return cdf + x * (T)0.39894228040143267794 * kn_exp((T)-0.5 * x * x);                       \
+    }                                                                                               \
+    KN_VM_INLINE T kn_gelu_tanh_grad_##T(T x) { /* u = k (x + c x^3), d/dx of x/2 (1 + tanh u) */   \
         T x2 = x * x, t = kn_tanh((T)0.79788456080286535588 * x * ((T)1 + (T)0.044715 * x2));       \
-        T du = (T)0.79788456080286535588 * ((T)1 + (T)(3 * 0.044715) * x2);                          \
+        T du = (T)0.79788456080286535588 * ((T)1 + (T)(3 * 0.044715) * x2);                         \
         return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * du;                              \
-    }                                                                                              \
-    KN_VM_INLINE T kn_silu_grad_##T(T x) {                                                        \
-        T s = kn_sigmoid(x);                                                                       \
-        return s * ((T)1 + x * ((T)1 - s));                                                       \
-    }                                                                                              \
-    KN_VM_INLINE T kn_softplus_grad_##T(T x, T beta, T threshold) { /* linear above threshold */  \
-        return SEL(x * beta > threshold, (T)1, kn_sigmoid(x * beta));                              \
+    }                                                                                               \
+    KN_VM_INLINE T kn_silu_grad_##T(T x) {                                                          \
+        T s = kn_sigmoid(x);                                                                        \
+        return s * ((T)1 + x * ((T)1 - s));                                                         \
+    }                                                                                               \
+    KN_VM_INLINE T kn_softplus_grad_##T(T x, T beta, T threshold) { /* linear above threshold */    \
+        return SEL(x * beta > threshold, (T)1, kn_sigmoid(x * beta));                               \
     }
 KN_ACTIVATION_GRADS(float, kn_vm_sel)
 KN_ACTIVATION_GRADS(double, kn_vm_seld)
