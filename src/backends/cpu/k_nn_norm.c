@@ -77,31 +77,30 @@ kn_status kn_nn_rms_norm_kernel(kn_node *n) { return trailing_norm(n, true); }
 #define NORM_BACKWARD(T)                                                                         \
     static void norm_backward_##T(const T *gy, const T *x, T *dx, T *dw, T *db, int64_t rows, int64_t inner, \
                                   const T *restrict w, double eps, bool rms, T *part, int threads) { \
-        _Pragma("omp parallel num_threads(threads)") {                                          \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)")                       \
+        for (int64_t r = 0; r < rows; r++) {                                                    \
             T *restrict pw = part + (int64_t)omp_get_thread_num() * 2 * inner, *restrict pb = pw + inner; \
-            int nt = omp_get_num_threads();                                                     \
-            _Pragma("omp for schedule(static)") for (int64_t r = 0; r < rows; r++) {            \
-                const T *restrict xr = x + r * inner, *restrict gr = gy + r * inner;            \
-                T *restrict dr = dx + r * inner;                                                \
-                double shift = rms ? 0 : (double)xr[0], s = 0, ss = 0;                          \
-                add_stats_##T(xr, inner, shift, &s, &ss);                                       \
-                double m = s / (double)inner, var = ss / (double)inner - (rms ? 0 : m * m);     \
-                T mean = (T)(rms ? 0 : shift + m), rstd = (T)(1.0 / sqrt((var > 0 ? var : 0) + eps)); \
-                T a = 0, b = 0;                                                                 \
-                _Pragma("omp simd reduction(+ : a, b)") for (int64_t i = 0; i < inner; i++) {   \
-                    T xh = (xr[i] - mean) * rstd, g = gr[i], gw = g * w[i];                     \
-                    a += gw, b += gw * xh;                                                      \
-                    pw[i] += g * xh, pb[i] += g;                                                \
-                }                                                                               \
-                T ca = rms ? 0 : a / (T)inner, cb = b / (T)inner;                               \
-                _Pragma("omp simd") for (int64_t i = 0; i < inner; i++)                         \
-                    dr[i] = rstd * (gr[i] * w[i] - ca - (xr[i] - mean) * rstd * cb);            \
+            const T *restrict xr = x + r * inner, *restrict gr = gy + r * inner;                \
+            T *restrict dr = dx + r * inner;                                                    \
+            double shift = rms ? 0 : (double)xr[0], s = 0, ss = 0;                              \
+            add_stats_##T(xr, inner, shift, &s, &ss);                                           \
+            double m = s / (double)inner, var = ss / (double)inner - (rms ? 0 : m * m);         \
+            T mean = (T)(rms ? 0 : shift + m), rstd = (T)(1.0 / sqrt((var > 0 ? var : 0) + eps)); \
+            T a = 0, b = 0;                                                                     \
+            _Pragma("omp simd reduction(+ : a, b)") for (int64_t i = 0; i < inner; i++) {       \
+                T xh = (xr[i] - mean) * rstd, g = gr[i], gw = g * w[i];                         \
+                a += gw, b += gw * xh;                                                          \
+                pw[i] += g * xh, pb[i] += g;                                                    \
             }                                                                                   \
-            _Pragma("omp for schedule(static)") for (int64_t i = 0; i < inner; i++) {           \
-                double sw = 0, sb = 0;                                                          \
-                for (int t = 0; t < nt; t++) sw += part[t * 2 * inner + i], sb += part[(t * 2 + 1) * inner + i]; \
-                dw[i] = (T)sw, db[i] = (T)sb;                                                   \
-            }                                                                                   \
+            T ca = rms ? 0 : a / (T)inner, cb = b / (T)inner;                                   \
+            _Pragma("omp simd") for (int64_t i = 0; i < inner; i++)                             \
+                dr[i] = rstd * (gr[i] * w[i] - ca - (xr[i] - mean) * rstd * cb);                \
+        }                                                                                       \
+        /* a few vectors: summed here rather than behind another barrier */                     \
+        for (int64_t i = 0; i < inner; i++) {                                                   \
+            double sw = 0, sb = 0;                                                              \
+            for (int t = 0; t < threads; t++) sw += part[t * 2 * inner + i], sb += part[(t * 2 + 1) * inner + i]; \
+            dw[i] = (T)sw, db[i] = (T)sb;                                                       \
         }                                                                                       \
     }
 NORM_BACKWARD(float)
