@@ -30,7 +30,7 @@ print(json.dumps({'runtime': 'kiln', 'mode': '$mode', 'ms_median': round(statist
 done
 python3 "$HERE/gpt2_step_torch.py" --warmup "$WARMUP" --steps "$STEPS" | tee "$OUT/torch.json"
 if [ -n "${LLMC_DIR:-}" ]; then
-    LLMC_WARMUP=$WARMUP LLMC_STEPS=$STEPS sh "$HERE/llmc_step.sh" | tail -1 | tee "$OUT/llmc.json"
+    LLMC_WARMUP=$WARMUP LLMC_STEPS=$STEPS bash "$HERE/llmc_step.sh" | tail -1 | tee "$OUT/llmc.json"
 fi
 python3 -c "
 import json
