@@ -59,6 +59,7 @@ static kn_tensor *rand_targets(kn_shape shape, int64_t C, int64_t ignore, kn_dty
     rand_fill(v, n, 0, (double)C);
     rand_fill(u, n, 0, 1);
     for (int64_t i = 0; i < n; i++) v[i] = i > 0 && u[i] < 0.2 ? (double)ignore : floor(v[i]);
+    if (n && v[0] == (double)ignore) v[0] = (double)((ignore + 1) % C); /* ignore may be a class */
     free(u);
     *values = v;
     return tensor_from(v, shape, dt);

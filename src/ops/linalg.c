@@ -51,6 +51,18 @@ kn_tensor *kn_matmul(kn_tensor *a, kn_tensor *b) {
         return kn_error_null(KN_ERR_SHAPE, "matmul(%s, %s): both operands need at least 1 dim",
                              kn_describe(a, da, sizeof da), kn_describe(b, db, sizeof db));
     }
+    /* [..., K] @ [K, N] folds the batch dims into rows, as torch does: one GEMM, and a weight
+     * gradient computed as one GEMM rather than per batch and then summed. */
+    if (a->ndim > 2 && b->ndim == 2 && b->shape[0] > 0 && a->shape[a->ndim - 1] == b->shape[0]) {
+        kn_shape out = kn_shape_of(a);
+        out.v[out.n - 1] = b->shape[1];
+        kn_tensor *rows = kn_reshape(a, KN_SHAPE(-1, b->shape[0]));
+        kn_tensor *r = rows ? matmul_nd(rows, b, "matmul") : NULL;
+        kn_tensor *s = r ? kn_reshape(r, out) : NULL;
+        kn_release(rows);
+        kn_release(r);
+        return s;
+    }
     /* 1-d operands become matrices, and the added dim is removed from the result. */
     kn_tensor *a2 = a->ndim == 1 ? kn_unsqueeze(a, 0) : kn_retain(a);
     kn_tensor *b2 = b->ndim == 1 ? kn_unsqueeze(b, 1) : kn_retain(b);
