@@ -97,6 +97,16 @@ static void test_save_load_round_trip_and_bad_files(void) {
         CHECK_MSG(va && vb && memcmp(va, vb, sizeof(double) * (size_t)kn_numel(a->params[i])) == 0, "%s differs", a->names[i]);
         free(va), free(vb);
     }
+    /* A file with its own lm_head.weight unties a tied model's head. */
+    gpt2_config untied = cfg;
+    untied.tie_word_embeddings = false;
+    gpt2 *u = gpt2_new(&untied);
+    CHECK(u && gpt2_save_weights(u, path) == KN_OK && gpt2_load_weights(b, path) == KN_OK);
+    CHECK(b && b->lm_head && !b->cfg.tie_word_embeddings && b->n_params == u->n_params);
+    double *hu = u ? read_f64(u->lm_head) : NULL, *hb = b && b->lm_head ? read_f64(b->lm_head) : NULL;
+    CHECK(hu && hb && memcmp(hu, hb, sizeof(double) * (size_t)kn_numel(u->lm_head)) == 0);
+    free(hu), free(hb);
+    gpt2_free(u);
     gpt2_config wider = cfg;
     wider.n_embd = 12;
     gpt2 *c = gpt2_new(&wider);

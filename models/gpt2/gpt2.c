@@ -106,6 +106,18 @@ void gpt2_free(gpt2 *m) {
     free(m);
 }
 
+kn_status gpt2_untie_head(gpt2 *m) {
+    if (m->lm_head) return KN_OK;
+    kn_no_grad_push();
+    kn_scope_push();
+    m->lm_head = add_param(m, "lm_head.weight", kn_clone(m->wte));
+    kn_scope_pop();
+    kn_no_grad_pop();
+    if (!m->lm_head) return kn_last_status();
+    m->cfg.tie_word_embeddings = false;
+    return KN_OK;
+}
+
 int64_t gpt2_num_params(const gpt2 *m) {
     int64_t n = 0;
     for (int i = 0; i < m->n_params; i++) n += kn_numel(m->params[i]);

@@ -53,6 +53,8 @@ int64_t gpt2_num_params(const gpt2 *m);
  * lm_head.weight, if present, unties the head. Errors name the file and the first tensor that
  * is missing or of the wrong shape or dtype (f16/bf16 files convert to the model's f32). */
 kn_status gpt2_load_weights(gpt2 *m, const char *path);
+/* Gives the model its own lm_head.weight, initialized from wte (a no-op when it has one). */
+kn_status gpt2_untie_head(gpt2 *m);
 /* Saves the weights in GPT2LMHeadModel's naming (without the tied lm_head). */
 kn_status gpt2_save_weights(const gpt2 *m, const char *path);
 

@@ -94,23 +94,8 @@ kn_status gpt2_load_weights(gpt2 *m, const char *path) {
     kn_safetensors *f = kn_safetensors_open(path);
     if (!f) return kn_last_status();
     kn_status st = KN_OK;
-    if (!m->lm_head && kn_safetensors_find(f, "lm_head.weight") >= 0) {
-        /* A separate head in the file unties it. */
-        kn_no_grad_push();
-        kn_tensor *head = kn_clone(m->wte);
-        kn_no_grad_pop();
-        kn_tensor *p = head ? kn_requires_grad(kn_retain(head), true) : NULL;
-        char *name = p ? strdup("lm_head.weight") : NULL;
-        if (!name) {
-            kn_release(p);
-            st = kn_last_status() != KN_OK ? kn_last_status() : kn_set_error(KN_ERR_OOM, "gpt2: out of memory");
-        } else {
-            m->lm_head = m->params[m->n_params] = p;
-            m->names[m->n_params++] = name;
-            m->cfg.tie_word_embeddings = false;
-        }
-        kn_release(head);
-    }
+    /* A separate head in the file unties it. */
+    if (kn_safetensors_find(f, "lm_head.weight") >= 0) st = gpt2_untie_head(m);
     /* Check every name first, so a bad file changes nothing. */
     for (int i = 0; st == KN_OK && i < m->n_params; i++)
         if (!file_name(f, m->names[i]))
