@@ -11,6 +11,7 @@
 #include "kiln/nn.h"
 #include "kiln/data.h"
 #include "kiln/optim.h"
+#include "kiln/stats.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 

@@ -49,6 +49,7 @@ typedef struct kn_memory_stats {
     int64_t peak_allocated_bytes; /* the most ever held at once (since the last reset) */
     int64_t reserved_bytes;       /* allocated plus cached, i.e. taken from the system */
     int64_t cached_bytes;         /* free blocks kept for reuse */
+    int64_t allocated_total_bytes; /* handed out since start, in total */
     int64_t alloc_count;          /* allocations served */
     int64_t cache_hits;           /* of those, served from the cache */
     int64_t system_allocs;        /* blocks taken from the system */

@@ -28,6 +28,7 @@ kn_cached_block *kn_cache_alloc(kn_caching_allocator *a, size_t bytes) {
         a->stats.cache_hits++;
         a->stats.cached_bytes -= (int64_t)cls;
         a->stats.allocated_bytes += (int64_t)cls;
+        a->stats.allocated_total_bytes += (int64_t)cls;
         if (a->stats.allocated_bytes > a->stats.peak_allocated_bytes)
             a->stats.peak_allocated_bytes = a->stats.allocated_bytes;
         pthread_mutex_unlock(&a->lock);
@@ -52,6 +53,7 @@ kn_cached_block *kn_cache_alloc(kn_caching_allocator *a, size_t bytes) {
     a->stats.system_allocs++;
     a->stats.reserved_bytes += (int64_t)cls;
     a->stats.allocated_bytes += (int64_t)cls;
+    a->stats.allocated_total_bytes += (int64_t)cls;
     if (a->stats.allocated_bytes > a->stats.peak_allocated_bytes)
         a->stats.peak_allocated_bytes = a->stats.allocated_bytes;
     pthread_mutex_unlock(&a->lock);

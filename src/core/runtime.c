@@ -8,6 +8,7 @@
 #include "backends/backend.h"
 #include "core/error.h"
 #include "core/runtime_impl.h"
+#include "core/stats.h"
 #include "kiln_build_config.h"
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
@@ -49,6 +50,8 @@ static void start(void) {
         start_fail(KN_ERR_ARG, msg);
     }
     atomic_store(&num_threads, threads > 0 ? threads : omp_get_num_procs());
+
+    kn_stats_start();
 
     s = getenv("KILN_SEED");
     if (s) rng_seed = strtoull(s, NULL, 10);

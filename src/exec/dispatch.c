@@ -11,6 +11,7 @@
 #include "autograd/autograd_impl.h"
 #include "core/recycler.h"
 #include "core/runtime_impl.h"
+#include "core/stats.h"
 #include "exec/debug_check.h"
 
 static void dtype_list(uint32_t mask, char *buf, size_t size) {
@@ -67,6 +68,7 @@ bool kn_op_begin_on(kn_opctx *c, kn_op_id op, int n_in, kn_tensor *const *in, kn
         return false;
     }
     n->op = op;
+    kn_stat_add(KN_STAT_OPS_RECORDED, 1);
     n->in = n_in <= KN_NODE_MAX_IN ? n->in_inline : calloc((size_t)n_in, sizeof *n->in);
     if (!n->in) {
         kn_recycler_put(&nodes, n);
@@ -143,6 +145,7 @@ kn_dtype kn_node_key_dtype(const kn_node *n) {
 }
 
 kn_status kn_node_execute(kn_backend *b, kn_node *n) {
+    kn_stat_add(KN_STAT_KERNELS_LAUNCHED, 1);
     return b->kernels[n->op].fn(n);
 }
 

@@ -1,0 +1,54 @@
+/* Runtime counters (issue 4): what ran, what fused, what compiled and why. `KILN_STATS=1`
+ * prints them at exit as one line on stderr: "kiln-stats: " followed by kn_stats_json's
+ * object. */
+#ifndef KILN_STATS_H
+#define KILN_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The parts of a generated kernel's key that can change between two compiles of one call
+ * site: a recompile names the first that differs. */
+typedef enum kn_recompile_reason {
+    KN_RECOMPILE_OPS,        /* a different chain of ops */
+    KN_RECOMPILE_DTYPE,
+    KN_RECOMPILE_RANK,
+    KN_RECOMPILE_BROADCAST,  /* which operands broadcast along which dims */
+    KN_RECOMPILE_CONTIGUITY, /* which operands are contiguous */
+    KN_RECOMPILE_ATTRS,      /* attributes baked into the kernel */
+    KN_RECOMPILE_REASON_COUNT
+} kn_recompile_reason;
+
+typedef struct kn_stats {
+    int64_t ops_recorded;        /* op calls that reached the dispatcher */
+    int64_t kernels_launched;    /* kernels run: prebuilt ones and generated ones */
+    int64_t fused_kernels;       /* of those, generated fused kernels */
+    int64_t ops_fused;           /* ops that ran inside a generated kernel */
+    int64_t compiles;            /* translation units compiled by the system C compiler */
+    double compile_seconds;      /* wall time of those compiles */
+    int64_t cache_memory_hits;   /* kernels found already loaded in this process */
+    int64_t cache_disk_hits;     /* kernels loaded from the on-disk cache */
+    int64_t cache_misses;        /* kernels that had to be compiled */
+    int64_t cache_corrupt;       /* on-disk entries whose checksum failed (rebuilt) */
+    int64_t recompiles;          /* compiles of a call site that already had a variant */
+    int64_t recompile_reasons[KN_RECOMPILE_REASON_COUNT];
+    int64_t host_fallbacks;      /* ops run on the host because a backend lacked them */
+    int64_t bytes_allocated;     /* bytes handed out by the caching allocators, in total */
+    int64_t peak_bytes;          /* the most held at once, summed over devices */
+} kn_stats;
+
+void kn_stats_get(kn_stats *out);
+/* Zeroes the counters (not the allocators' peaks: see kn_memory_reset_peak). */
+void kn_stats_reset(void);
+/* The counters as one JSON object; returns the length snprintf would write. */
+int kn_stats_json(char *buf, size_t size);
+const char *kn_recompile_reason_name(kn_recompile_reason r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
