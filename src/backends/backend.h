@@ -4,6 +4,7 @@
 #define KILN_BACKENDS_BACKEND_H
 
 #include "kiln/runtime.h"
+#include "graph/fused_ir.h"
 #include "ops/op_table.h"
 
 /* Runs one node on the device. Called on the device's stream; returns an error (with the
@@ -47,8 +48,12 @@ typedef struct kn_backend {
     void (*launch)(kn_node *n);
     kn_status (*sync)(void);
 
-    /* Prebuilt kernels, indexed by op. Generated-code hooks (compile/launch a program) are
-     * added by the fused-mode work; until then a backend has only these. */
+    /* Generated code (fused mode): kernels for n kernel IRs, generated, compiled through the
+     * compilation cache and loaded; they run as `fused` nodes through kernels[KN_OP_fused].
+     * NULL for a backend that generates no code (its nodes then run one by one). */
+    kn_status (*compile_fused)(const struct kn_fused_ir *const *irs, int n, kn_fused_fn *fns);
+
+    /* Prebuilt kernels, indexed by op. */
     kn_kernel_entry kernels[KN_OP_COUNT];
 } kn_backend;
 

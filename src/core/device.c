@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "exec/fused.h"
 #include "core/error.h"
 #include "core/runtime_impl.h"
 
@@ -97,6 +98,7 @@ void kn_memory_reset_peak(kn_device device) {
 void kn_memory_empty_cache(kn_device device) {
     kn_backend *b = kn_backend_get(device);
     if (!b) return;
+    kn_fused_flush();
     b->sync();
     b->empty_cache(device.index);
 }

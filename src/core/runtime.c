@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/runtime_impl.h"
 #include "core/stats.h"
+#include "exec/fused.h"
 #include "kiln_build_config.h"
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
@@ -62,8 +63,8 @@ static void start(void) {
         if (!kn_mode_parse(s, &m)) {
             snprintf(msg, sizeof msg, "KILN_MODE=%s: expected strict, debug, fused or compiled", s);
             start_fail(KN_ERR_ARG, msg);
-        } else if (m == KN_MODE_FUSED || m == KN_MODE_COMPILED) {
-            snprintf(msg, sizeof msg, "KILN_MODE=%s: this build has the strict and debug modes only", s);
+        } else if (m == KN_MODE_COMPILED) {
+            snprintf(msg, sizeof msg, "KILN_MODE=%s: this build has the strict, debug and fused modes", s);
             start_fail(KN_ERR_UNSUPPORTED, msg);
         } else {
             atomic_store(&current_mode, m);
@@ -100,8 +101,8 @@ bool kn_runtime_ready(void) {
 kn_status kn_set_mode(kn_mode mode) {
     if (!kn_runtime_ready()) return kn_last_status();
     if ((unsigned)mode >= KN_MODE_COUNT) return kn_error(KN_ERR_ARG, "set_mode: invalid mode %d", (int)mode);
-    if (mode == KN_MODE_FUSED || mode == KN_MODE_COMPILED)
-        return kn_error(KN_ERR_UNSUPPORTED, "set_mode: the %s mode is not built yet (strict and debug are)",
+    if (mode == KN_MODE_COMPILED)
+        return kn_error(KN_ERR_UNSUPPORTED, "set_mode: the %s mode is not built yet (strict, debug and fused are)",
                         kn_mode_name(mode));
     kn_status st = kn_sync();
     atomic_store(&current_mode, mode);
@@ -115,7 +116,7 @@ kn_mode kn_get_mode(void) {
 
 kn_status kn_sync(void) {
     if (!kn_runtime_ready()) return kn_last_status();
-    kn_status first = KN_OK;
+    kn_status first = kn_fused_flush();
     for (int t = 0; t < KN_DEVICE_TYPE_COUNT; t++) {
         kn_backend *b = kn_backend_for((kn_device_type)t);
         if (!b || !b->sync) continue;

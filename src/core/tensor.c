@@ -7,6 +7,7 @@
 #include "core/recycler.h"
 #include "core/runtime_impl.h"
 #include "core/tensor_impl.h"
+#include "exec/fused.h"
 #include "autograd/autograd_impl.h"
 #include "kiln/ops.h"
 
@@ -226,7 +227,8 @@ kn_status kn_to_host(kn_tensor *t, void *dst, size_t dst_bytes) {
     if (need == 0) return kn_sync();
     kn_tensor *c = kn_contiguous(t);
     if (!c) return kn_last_status();
-    kn_status st = c->storage->backend->copy_to_host(dst, c->storage, (size_t)c->offset * kn_dtype_size(c->dtype), need);
+    kn_status st = kn_fused_flush(); /* the values may still wait in fused mode's window */
+    if (st == KN_OK) st = c->storage->backend->copy_to_host(dst, c->storage, (size_t)c->offset * kn_dtype_size(c->dtype), need);
     kn_release(c);
     return st;
 }

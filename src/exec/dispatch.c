@@ -13,6 +13,7 @@
 #include "core/runtime_impl.h"
 #include "core/stats.h"
 #include "exec/debug_check.h"
+#include "exec/fused.h"
 
 static void dtype_list(uint32_t mask, char *buf, size_t size) {
     size_t len = 0;
@@ -37,7 +38,26 @@ void kn_node_free(kn_node *n) {
     for (int i = 0; i < n->n_in; i++) kn_tensor_decref(n->in[i]);
     for (int i = 0; i < n->n_out; i++) kn_tensor_decref(n->out[i]);
     if (n->in != n->in_inline) free(n->in);
+    free(n->aux);
     kn_recycler_put(&nodes, n);
+}
+
+kn_node *kn_node_make(kn_op_id op, int n_in) {
+    kn_node *n = kn_recycler_get(&nodes);
+    if (!n) {
+        kn_error(KN_ERR_OOM, "%s: out of host memory recording the op", kn_op_name(op));
+        return NULL;
+    }
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    n->in = n_in <= KN_NODE_MAX_IN ? n->in_inline : calloc((size_t)n_in, sizeof *n->in);
+    if (!n->in) {
+        kn_recycler_put(&nodes, n);
+        kn_error(KN_ERR_OOM, "%s: out of host memory recording %d inputs", kn_op_name(op), n_in);
+        return NULL;
+    }
+    n->n_in = n_in;
+    return n;
 }
 
 void *kn_op_fail(kn_opctx *c, kn_status code, const char *fmt, ...) {
@@ -61,21 +81,9 @@ bool kn_op_begin_on(kn_opctx *c, kn_op_id op, int n_in, kn_tensor *const *in, kn
             kn_error_null_input(kn_op_name(op), i);
             return false;
         }
-    kn_node *n = kn_recycler_get(&nodes);
-    if (n) memset(n, 0, sizeof *n);
-    if (!n) {
-        kn_error(KN_ERR_OOM, "%s: out of host memory recording the op", kn_op_name(op));
-        return false;
-    }
-    n->op = op;
+    kn_node *n = kn_node_make(op, n_in);
+    if (!n) return false;
     kn_stat_add(KN_STAT_OPS_RECORDED, 1);
-    n->in = n_in <= KN_NODE_MAX_IN ? n->in_inline : calloc((size_t)n_in, sizeof *n->in);
-    if (!n->in) {
-        kn_recycler_put(&nodes, n);
-        kn_error(KN_ERR_OOM, "%s: out of host memory recording %d inputs", kn_op_name(op), n_in);
-        return false;
-    }
-    n->n_in = n_in;
     for (int i = 0; i < n_in; i++) n->in[i] = kn_tensor_incref(in[i]);
     c->node = n;
 
@@ -166,6 +174,7 @@ static kn_status submit(kn_opctx *c) {
     }
     kn_mode mode = kn_get_mode();
     if (mode == KN_MODE_DEBUG) return kn_debug_run(b, n);
+    if (mode == KN_MODE_FUSED) return kn_fused_submit(b, n);
     b->launch(n);
     return KN_OK;
 }
@@ -185,7 +194,7 @@ static kn_status run_synchronously(kn_opctx *c, kn_tensor **outs) {
         st = kn_error(KN_ERR_UNSUPPORTED, "%s(%s): the %s backend has no %s kernel for %s%s", kn_op_name(n->op),
                       inputs, b->name, kn_op_name(n->op), kn_dtype_name(key),
                       b->holds_values ? "" : " (its output shape depends on values, which meta tensors lack)");
-    else if ((st = b->sync()) == KN_OK)
+    else if ((st = kn_fused_flush()) == KN_OK && (st = b->sync()) == KN_OK)
         st = kn_node_execute(b, n);
     /* The kernel made the outputs, so history is recorded once they exist. */
     kn_ag_node *grad_node = NULL;

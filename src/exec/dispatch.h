@@ -54,6 +54,8 @@ void kn_op_describe_inputs(const kn_node *n, char *buf, size_t size);
 
 /* The dtype that selects a node's kernel: its first input's, else its first output's. */
 kn_dtype kn_node_key_dtype(const kn_node *n);
+/* A zeroed node of op with room for n_in inputs (NULL with an error when out of memory). */
+kn_node *kn_node_make(kn_op_id op, int n_in);
 /* Frees a node and drops its references (backends call this after running it). */
 void kn_node_free(kn_node *n);
 /* Runs a node's kernel on the calling thread: the backends' streams call this. */

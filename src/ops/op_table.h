@@ -31,7 +31,7 @@ typedef enum kn_op_id {
 } kn_op_id;
 
 #define KN_NODE_MAX_IN 6
-#define KN_NODE_MAX_OUT 4
+#define KN_NODE_MAX_OUT 8
 
 /* Attributes of a node. Each op's API function documents which slots it uses. */
 typedef struct kn_attrs {
@@ -50,6 +50,7 @@ typedef struct kn_node {
     kn_attrs attrs;
     uint64_t rng_seed, rng_offset;      /* KN_OPF_RANDOM ops: the generator state they draw from */
     uint8_t fresh_out;                  /* bit i: out[i] was made for this op (else written in place) */
+    void *aux;                          /* malloc'd launch data of a generated kernel (freed with the node) */
     kn_tensor *in_inline[KN_NODE_MAX_IN];
 } kn_node;
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "backends/cpu/codegen.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/stream.h"
 #include "core/caching_allocator.h"
@@ -98,4 +99,5 @@ kn_backend kn_cpu_backend = {
     .copy_to_host = cpu_copy_to_host,
     .launch = cpu_launch,
     .sync = kn_cpu_stream_sync,
+    .compile_fused = kn_cpu_fused_compile,
 };

@@ -1,0 +1,190 @@
+/* The CPU code generator of fused mode: kernel IR -> C source. Each step's math is the op
+ * table's scalar expression (the defs lists) evaluated with the same scalar math the eager kernels
+ * use (the jit prelude), in the same compute type, and every intermediate is rounded to its
+ * dtype as the eager kernel's store would round it — so a fused chain gives the same bits as
+ * the ops run one by one. */
+#include "backends/cpu/codegen.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+typedef struct src_buf {
+    char *text;
+    size_t len, cap;
+    bool oom;
+} src_buf;
+
+static void emit(src_buf *s, const char *fmt, ...) KN_PRINTF(2, 3);
+static void emit(src_buf *s, const char *fmt, ...) {
+    if (s->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(s->text + s->len, s->cap - s->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            s->oom = true;
+            return;
+        }
+        if (s->len + (size_t)n < s->cap) {
+            s->len += (size_t)n;
+            return;
+        }
+        size_t cap = (s->cap + (size_t)n + 1) * 2;
+        char *t = realloc(s->text, cap);
+        if (!t) {
+            s->oom = true;
+            return;
+        }
+        s->text = t;
+        s->cap = cap;
+    }
+}
+
+/* Per dtype: storage type, compute type, load, store, attribute conversion. */
+typedef struct ctype_info {
+    const char *storage, *compute, *load, *store, *attr;
+} ctype_info;
+
+static const ctype_info ctypes[KN_DTYPE_COUNT] = {
+    [KN_F32] = {"float", "float", "", "", "kn_attr_float"},
+    [KN_F64] = {"double", "double", "", "", "kn_attr_double"},
+    [KN_F16] = {"uint16_t", "float", "kn_half_to_f32_f16", "kn_half_from_f32_f16", "kn_attr_float"},
+    [KN_BF16] = {"uint16_t", "float", "kn_half_to_f32_bf16", "kn_half_from_f32_bf16", "kn_attr_float"},
+    [KN_I32] = {"int32_t", "int32_t", "", "", "kn_attr_int32"},
+    [KN_I64] = {"int64_t", "int64_t", "", "", "kn_attr_int64"},
+    [KN_BOOL] = {"uint8_t", "uint8_t", "", "KN_FK_BOOL", "kn_attr_bool"},
+};
+
+bool kn_cpu_codegen_supports_cast(kn_dtype from, kn_dtype to) {
+    /* The copy kernel rounds f64 and integers to f16/bf16 once, through a library function
+     * (kn_f64_to_f16) that generated code cannot call. */
+    if ((to == KN_F16 || to == KN_BF16) && from != to) return from == KN_F32 || from == KN_F16 || from == KN_BF16;
+    return true;
+}
+
+/* The converted value of `v` (a from-compute-type expression) as to's compute type, matching
+ * the copy kernel (k_copy.c): floats to integers saturate, NaN gives 0. */
+static void emit_cast(src_buf *s, kn_dtype from, kn_dtype to, const char *v) {
+    bool from_float = kn_dtype_is_float(from);
+    if (from == to || ((to == KN_F16 || to == KN_BF16) && from != KN_F64)) {
+        emit(s, "%s", v); /* f16/bf16 values are carried as float, rounded by the store */
+    } else if (to == KN_BOOL) {
+        emit(s, "(uint8_t)((%s) != 0)", v);
+    } else if (to == KN_I32 || to == KN_I64) {
+        if (from_float) emit(s, "%s((double)(%s))", ctypes[to].attr, v);
+        else emit(s, "(%s)(%s)", ctypes[to].compute, v);
+    } else {
+        emit(s, "(%s)(%s)", ctypes[to].compute, v);
+    }
+}
+
+static const char *const preamble =
+    "#define KN_FK_BOOL(v) ((uint8_t)((v) != 0))\n"
+    "#define KN_FK_MIN(a, b) ((a) < (b) ? (a) : (b))\n";
+
+/* v<k>: the value of IR value k in its dtype's compute type, rounded to its dtype. */
+static void emit_step(src_buf *s, const kn_fused_ir *ir, int j) {
+    const kn_fused_step *st = &ir->steps[j];
+    const ctype_info *ci = &ctypes[st->in_dtype], *co = &ctypes[st->out_dtype];
+    int v = ir->n_in + j;
+    emit(s, "            %s v%d;\n", co->compute, v);
+    if (st->op == KN_OP_copy) {
+        char arg[16];
+        snprintf(arg, sizeof arg, "v%d", st->arg[0]);
+        emit(s, "            v%d = ", v);
+        emit_cast(s, st->in_dtype, st->out_dtype, arg);
+        emit(s, ";\n");
+    } else {
+        emit(s, "            {\n                typedef %s kn_ct;\n", ci->compute);
+        emit(s, "                const kn_ct a = %s(A[%d]), b = %s(A[%d]);\n                (void)a, (void)b;\n",
+             ci->attr, 2 * j, ci->attr, 2 * j + 1);
+        static const char names[3] = {'x', 'y', 'z'};
+        for (int a = 0; a < st->n_arg; a++) emit(s, "                kn_ct %c = v%d;\n", names[a], st->arg[a]);
+        const char *store = st->out_dtype == KN_BOOL ? "KN_FK_BOOL" : "";
+        emit(s, "                v%d = %s(%s);\n            }\n", v, store, kn_op_table[st->op].expr);
+    }
+    /* f16/bf16 results round as the eager kernel's store rounds them */
+    if (st->out_dtype == KN_F16 || st->out_dtype == KN_BF16)
+        emit(s, "            v%d = %s(%s(v%d));\n", v, co->load, co->store, v);
+}
+
+static void emit_kernel(src_buf *s, const kn_fused_ir *ir, const char *name) {
+    int nop = ir->n_out + ir->n_in, r = ir->rank, last = r - 1;
+    /* Operand k's storage type: outputs first, then inputs. */
+    kn_dtype odt[KN_FUSED_MAX_OPERANDS];
+    for (int j = 0; j < ir->n_steps; j++)
+        if (ir->steps[j].output >= 0) odt[ir->steps[j].output] = ir->steps[j].out_dtype;
+    for (int i = 0; i < ir->n_in; i++) odt[ir->n_out + i] = ir->in_dtype[i];
+
+    emit(s, "static int %s_run(char *const *base, const int64_t *size, const int64_t *stride, int64_t begin, "
+            "int64_t end, const double *A) {\n", name);
+    emit(s, "    int bad = 0;\n    int64_t idx[%d];\n    int64_t rem = begin;\n", r);
+    emit(s, "    for (int d = %d; d >= 0; d--) { idx[d] = rem %% size[d]; rem /= size[d]; }\n", last);
+    for (int k = 0; k < nop; k++)
+        if (ir->inner[k] == KN_FUSED_INNER_STRIDED) emit(s, "    const int64_t s%d = stride[%d];\n", k, k * KN_MAX_DIMS + last);
+    emit(s, "    for (int64_t pos = begin; pos < end;) {\n");
+    emit(s, "        int64_t len = KN_FK_MIN(size[%d] - idx[%d], end - pos);\n", last, last);
+    for (int k = 0; k < nop; k++) {
+        emit(s, "        %s%s *restrict p%d = (%s%s *)base[%d]", k < ir->n_out ? "" : "const ", ctypes[odt[k]].storage, k,
+             k < ir->n_out ? "" : "const ", ctypes[odt[k]].storage, k);
+        for (int d = 0; d < last; d++)
+            if (!(ir->outer_zero[k] & (1u << d))) emit(s, " + idx[%d] * stride[%d]", d, k * KN_MAX_DIMS + d);
+        if (ir->inner[k] != KN_FUSED_INNER_ZERO) emit(s, " + idx[%d] * stride[%d]", last, k * KN_MAX_DIMS + last);
+        emit(s, ";\n");
+    }
+    emit(s, "        for (int64_t i = 0; i < len; i++) {\n");
+    for (int i = 0; i < ir->n_in; i++) {
+        int k = ir->n_out + i;
+        const char *at = ir->inner[k] == KN_FUSED_INNER_UNIT ? "i" : ir->inner[k] == KN_FUSED_INNER_ZERO ? "0" : NULL;
+        char idx[32];
+        if (at) snprintf(idx, sizeof idx, "%s", at);
+        else snprintf(idx, sizeof idx, "i * s%d", k);
+        emit(s, "            const %s v%d = %s(p%d[%s]);\n", ctypes[odt[k]].compute, i, ctypes[odt[k]].load, k, idx);
+    }
+    for (int j = 0; j < ir->n_steps; j++) emit_step(s, ir, j);
+    for (int j = 0; j < ir->n_steps; j++) {
+        int k = ir->steps[j].output;
+        if (k < 0) continue;
+        const char *at = ir->inner[k] == KN_FUSED_INNER_UNIT ? "i" : ir->inner[k] == KN_FUSED_INNER_ZERO ? "0" : NULL;
+        char idx[32];
+        if (at) snprintf(idx, sizeof idx, "%s", at);
+        else snprintf(idx, sizeof idx, "i * s%d", k);
+        emit(s, "            p%d[%s] = %s(v%d);\n", k, idx, ctypes[odt[k]].store, ir->n_in + j);
+    }
+    emit(s, "        }\n        pos += len;\n        idx[%d] += len;\n", last);
+    emit(s, "        for (int d = %d; d > 0 && idx[d] == size[d]; d--) { idx[d] = 0; idx[d - 1]++; }\n", last);
+    emit(s, "    }\n    return bad;\n}\n\n");
+
+    /* Chunks of the flat range across threads; the chunk count does not depend on the thread
+     * count, so results never depend on it either. */
+    emit(s, "int %s(char *const *base, const int64_t *size, const int64_t *stride, int64_t numel, "
+            "const double *A, int threads) {\n", name);
+    emit(s, "    const int64_t chunk = 16384;\n    int64_t chunks = (numel + chunk - 1) / chunk;\n    int bad = 0;\n");
+    emit(s, "    if (threads <= 1 || chunks <= 1) return %s_run(base, size, stride, 0, numel, A);\n", name);
+    emit(s, "#pragma omp parallel for num_threads(threads) schedule(static) reduction(|:bad)\n");
+    emit(s, "    for (int64_t c = 0; c < chunks; c++)\n");
+    emit(s, "        bad |= %s_run(base, size, stride, c * chunk, KN_FK_MIN(numel, (c + 1) * chunk), A);\n", name);
+    emit(s, "    return bad;\n}\n\n");
+}
+
+char *kn_cpu_codegen_source(const kn_fused_ir *const *irs, const char *const *names, int n) {
+    src_buf s = {0};
+    emit(&s, "%s\n%s\n", kn_jit_prelude, preamble);
+    for (int i = 0; i < n; i++) {
+        char key[4096];
+        kn_fused_key_text(irs[i], key, sizeof key);
+        emit(&s, "/* %s */\n", key); /* the canonical IR, for a reader of the cache */
+        emit_kernel(&s, irs[i], names[i]);
+    }
+    if (s.oom) {
+        free(s.text);
+        kn_error(KN_ERR_OOM, "fused: out of host memory generating kernel source");
+        return NULL;
+    }
+    return s.text;
+}

@@ -1,0 +1,22 @@
+/* The CPU kernel of `fused` nodes: runs a generated kernel over the node's operands. */
+#include "backends/cpu/codegen.h"
+#include "backends/cpu/cpu_kernels.h"
+#include "core/error.h"
+#include "core/stats.h"
+
+static kn_status fused_kernel(kn_node *n) {
+    const kn_fused_launch *L = n->aux;
+    char *base[KN_FUSED_MAX_OPERANDS];
+    for (int k = 0; k < n->n_out; k++) base[k] = kn_tensor_data(n->out[k]);
+    for (int i = 0; i < n->n_in; i++) base[n->n_out + i] = kn_tensor_data(n->in[i]);
+    kn_stat_add(KN_STAT_FUSED_KERNELS, 1);
+    kn_stat_add(KN_STAT_OPS_FUSED, L->n_steps);
+    if (L->numel && L->fn(base, L->size, L->stride, L->numel, L->attrs, kn_cpu_threads_for(L->numel * L->n_steps)))
+        return kn_error(KN_ERR_ARG, "fused kernel %s: integer division by zero or negative integer power", L->desc);
+    return KN_OK;
+}
+
+const kn_kernel_reg kn_cpu_kernels_fused[] = {
+    {KN_OP_fused, fused_kernel, KN_DTS_ALL},
+    {0},
+};

@@ -1,0 +1,111 @@
+/* Why fused mode compiled: each new kernel variant of a call site (the same chain of ops)
+ * is counted with the first part of its key that changed. A site with more than a few
+ * variants is a recompile storm: kiln says once which part keeps changing, and
+ * KILN_RECOMPILE=error makes it an error. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/stats.h"
+#include "exec/fused.h"
+
+enum { STORM_VARIANTS = 4 }; /* more variants than this per call site is a storm */
+
+typedef struct site {
+    char *signature;
+    kn_fused_ir last;
+    int variants;
+    bool warned;
+    struct site *next;
+} site;
+
+typedef struct variant {
+    char *key;
+    struct variant *next;
+} variant;
+
+enum { BUCKETS = 1024 };
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static site *sites[BUCKETS];
+static variant *variants[BUCKETS];
+
+static unsigned bucket(const char *s) {
+    unsigned h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h % BUCKETS;
+}
+
+static bool storm_is_error(void) {
+    const char *s = getenv("KILN_RECOMPILE");
+    return s && strcmp(s, "error") == 0;
+}
+
+/* Records key as seen; false if it was already. */
+static bool first_sight(const char *key) {
+    unsigned b = bucket(key);
+    for (variant *v = variants[b]; v; v = v->next)
+        if (strcmp(v->key, key) == 0) return false;
+    variant *v = malloc(sizeof *v);
+    char *copy = strdup(key);
+    if (!v || !copy) { /* without memory for bookkeeping, treat it as seen: no false storms */
+        free(v);
+        free(copy);
+        return false;
+    }
+    *v = (variant){copy, variants[b]};
+    variants[b] = v;
+    return true;
+}
+
+static site *site_for(const char *signature) {
+    unsigned b = bucket(signature);
+    for (site *s = sites[b]; s; s = s->next)
+        if (strcmp(s->signature, signature) == 0) return s;
+    site *s = calloc(1, sizeof *s);
+    if (!s || !(s->signature = strdup(signature))) {
+        free(s);
+        return NULL;
+    }
+    s->next = sites[b];
+    sites[b] = s;
+    return s;
+}
+
+kn_status kn_fused_note_variant(const kn_fused_ir *ir) {
+    char key[4096], signature[2048];
+    kn_fused_key_text(ir, key, sizeof key);
+    pthread_mutex_lock(&lock);
+    kn_status st = KN_OK;
+    if (first_sight(key)) {
+        kn_fused_signature(ir, signature, sizeof signature);
+        site *s = site_for(signature);
+        if (s) {
+            if (s->variants) {
+                kn_recompile_reason why = kn_fused_diff(&s->last, ir);
+                kn_stat_recompile(why);
+                if (s->variants >= STORM_VARIANTS) {
+                    char what[128];
+                    snprintf(what, sizeof what, "%s", kn_recompile_reason_name(why));
+                    if (storm_is_error())
+                        st = kn_error(KN_ERR_UNSUPPORTED,
+                                      "fused: recompile storm (KILN_RECOMPILE=error): the chain [%s] compiled %d variants; "
+                                      "the last changed its %s",
+                                      signature, s->variants + 1, what);
+                    else if (!s->warned)
+                        fprintf(stderr,
+                                "kiln: fused kernel [%s] has compiled %d variants; the last changed its %s "
+                                "(sizes are kernel arguments, so this is usually a changing dtype, rank or "
+                                "broadcast; KILN_RECOMPILE=error stops here)\n",
+                                signature, s->variants + 1, what);
+                    s->warned = true;
+                }
+            }
+            s->last = *ir;
+            s->variants++;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return st;
+}

@@ -1,0 +1,260 @@
+/* The scheduler of fused mode: runs of elementwise nodes over one iteration space become one
+ * generated kernel each; every other node runs as it is. Launch order is record order, so
+ * in-place writes, random offsets and views keep their strict-mode meaning.
+ *
+ * A value made inside a group is stored only if something outside the group can still see
+ * it: a handle the user (or autograd, or a later node) holds, or a view of its storage. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/codegen.h"
+#include "core/error.h"
+#include "exec/dispatch.h"
+#include "exec/fused.h"
+
+typedef struct group {
+    int first, count;          /* nodes[first .. first + count) */
+    kn_fused_ir ir;
+    kn_tensor *inputs[KN_FUSED_MAX_INPUTS];
+    kn_tensor *outputs[KN_FUSED_MAX_OUTPUTS];
+    kn_fused_fn fn;
+} group;
+
+static bool same_geometry(const kn_tensor *a, const kn_tensor *b) {
+    if (a == b) return true;
+    if (a->storage != b->storage || a->dtype != b->dtype || a->offset != b->offset || a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d]) return false;
+    return true;
+}
+
+static bool same_shape(const kn_tensor *a, const kn_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+/* Whether the code generator can take this node as a step. */
+static bool fusable(const kn_node *n, const kn_backend *b) {
+    const kn_op_def *def = &kn_op_table[n->op];
+    if (!b->compile_fused || def->kind != KN_KIND_ELEMENTWISE || !def->expr || (def->flags & KN_OPF_RANDOM)) return false;
+    if (n->n_out != 1 || !(n->fresh_out & 1) || n->n_in < 1 || n->n_in > 3) return false;
+    if (kn_numel(n->out[0]) == 0) return false;
+    kn_dtype d = n->in[0]->dtype;
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i]->dtype != d || !same_shape(n->in[i], n->out[0]) || n->in[i]->storage->device.type != n->out[0]->storage->device.type) return false;
+    if (n->op == KN_OP_copy) return kn_cpu_codegen_supports_cast(d, n->out[0]->dtype);
+    return true;
+}
+
+/* The value number of input t in group g (adding it), or -1 if the group is full. */
+static int input_value(group *g, kn_tensor *t) {
+    for (int i = 0; i < g->ir.n_in; i++)
+        if (same_geometry(g->inputs[i], t)) return i;
+    if (g->ir.n_in == KN_FUSED_MAX_INPUTS) return -1;
+    g->inputs[g->ir.n_in] = t;
+    g->ir.in_dtype[g->ir.n_in] = t->dtype;
+    return g->ir.n_in++;
+}
+
+/* Uses of handle t as an input inside nodes[first .. first + count). */
+static int uses_within(kn_node *const *nodes, int first, int count, const kn_tensor *t) {
+    int uses = 0;
+    for (int j = first; j < first + count; j++)
+        for (int i = 0; i < nodes[j]->n_in; i++) uses += nodes[j]->in[i] == t;
+    return uses;
+}
+
+/* Outside the group, something can still see t: another reference than the producing node's
+ * and the group's uses, or another tensor on its storage (a view). */
+static bool escapes(kn_node *const *nodes, int first, int count, kn_tensor *t) {
+    return atomic_load(&t->refs) > 1 + uses_within(nodes, first, count, t) || atomic_load(&t->storage->refs) > 1;
+}
+
+/* Tries to extend g with nodes[j]. Fails (g unchanged) if the node reads a value of the
+ * group through another geometry, or a limit would be passed. */
+static bool try_add(group *g, kn_node *const *nodes, int j) {
+    kn_node *n = nodes[j];
+    if (g->count && (!same_shape(n->out[0], nodes[g->first]->out[0]) || g->ir.n_steps == KN_FUSED_MAX_STEPS))
+        return false;
+    group save = *g;
+    kn_fused_step *s = &g->ir.steps[g->ir.n_steps];
+    *s = (kn_fused_step){.op = n->op, .n_arg = n->n_in, .in_dtype = n->in[0]->dtype, .out_dtype = n->out[0]->dtype, .output = -1};
+    for (int a = 0; a < n->n_in; a++) {
+        kn_tensor *t = n->in[a];
+        int v = -1;
+        for (int m = 0; m < g->count && v < 0; m++) {
+            kn_tensor *made = nodes[g->first + m]->out[0];
+            if (made->storage != t->storage) continue;
+            if (!same_geometry(made, t)) { /* a view of a value being made: not index-compatible */
+                *g = save;
+                return false;
+            }
+            v = -2 - m; /* step m's value, numbered once the inputs are final (finish) */
+        }
+        if (v == -1) v = input_value(g, t);
+        if (v == -1) {
+            *g = save;
+            return false;
+        }
+        s->arg[a] = v;
+    }
+    g->ir.n_steps++;
+    g->count++;
+    /* values still visible outside are stored: at most KN_FUSED_MAX_OUTPUTS of them */
+    int stored = 0;
+    for (int m = 0; m < g->count; m++) stored += escapes(nodes, g->first, g->count, nodes[g->first + m]->out[0]);
+    if (stored > KN_FUSED_MAX_OUTPUTS) {
+        *g = save;
+        return false;
+    }
+    return true;
+}
+
+/* Final value numbers (steps after the inputs), stores and the kernel IR's pattern. */
+static bool finish(group *g, kn_node *const *nodes, kn_fused_launch *L) {
+    kn_fused_ir *ir = &g->ir;
+    for (int j = 0; j < ir->n_steps; j++)
+        for (int a = 0; a < ir->steps[j].n_arg; a++)
+            if (ir->steps[j].arg[a] <= -2) ir->steps[j].arg[a] = ir->n_in + (-2 - ir->steps[j].arg[a]);
+    ir->n_out = 0;
+    for (int j = 0; j < ir->n_steps; j++) {
+        kn_tensor *t = nodes[g->first + j]->out[0];
+        if (!escapes(nodes, g->first, g->count, t)) continue;
+        if (ir->n_out == KN_FUSED_MAX_OUTPUTS) return false;
+        ir->steps[j].output = ir->n_out;
+        g->outputs[ir->n_out++] = t;
+    }
+    if (!ir->n_out) return false; /* nothing visible: cannot happen for live code, but stay safe */
+    kn_tensor *operands[KN_FUSED_MAX_OPERANDS];
+    for (int k = 0; k < ir->n_out; k++) operands[k] = g->outputs[k];
+    for (int i = 0; i < ir->n_in; i++) operands[ir->n_out + i] = g->inputs[i];
+    kn_fused_geometry(ir, L, operands, ir->n_out + ir->n_in);
+    L->n_steps = ir->n_steps;
+    size_t len = 0;
+    L->desc[0] = '\0';
+    for (int j = 0; j < ir->n_steps && len < sizeof L->desc; j++) {
+        const kn_node *n = nodes[g->first + j];
+        L->attrs[2 * j] = n->attrs.f[0];
+        L->attrs[2 * j + 1] = n->attrs.f[1];
+        len += (size_t)snprintf(L->desc + len, sizeof L->desc - len, j ? "+%s" : "%s", kn_op_name(n->op));
+    }
+    return true;
+}
+
+/* One `fused` node in place of the group's nodes (which are freed). */
+static void launch_group(group *g, kn_node *const *nodes, kn_backend *b, kn_fused_launch *L) {
+    kn_node *f = kn_node_make(KN_OP_fused, g->ir.n_in);
+    if (!f) { /* no memory for the node: run the chain op by op */
+        free(L);
+        for (int j = 0; j < g->count; j++) b->launch(nodes[g->first + j]);
+        return;
+    }
+    L->fn = g->fn;
+    f->aux = L;
+    for (int i = 0; i < g->ir.n_in; i++) f->in[i] = kn_tensor_incref(g->inputs[i]);
+    for (int k = 0; k < g->ir.n_out; k++) f->out[k] = kn_tensor_incref(g->outputs[k]);
+    f->n_out = g->ir.n_out;
+    f->fresh_out = (uint8_t)((1u << f->n_out) - 1);
+    for (int j = 0; j < g->count; j++) kn_node_free(nodes[g->first + j]);
+    b->launch(f);
+}
+
+/* A node that reads no tensor (fill, arange, random draws: their Philox offsets were fixed when
+ * recorded) may run before the elementwise ops recorded just before it, so that the scalar
+ * operand `x * 3` makes does not split a chain. Reorders in place. */
+static void hoist_creations(kn_node **nodes, kn_backend **backends, int n) {
+    int run_start = 0;
+    for (int i = 0; i < n; i++) {
+        kn_node *c = nodes[i];
+        if (fusable(c, backends[i])) continue;
+        if (c->n_in == 0 && c->fresh_out == (1u << c->n_out) - 1 && run_start < i) {
+            kn_backend *cb = backends[i];
+            memmove(&nodes[run_start + 1], &nodes[run_start], (size_t)(i - run_start) * sizeof *nodes);
+            memmove(&backends[run_start + 1], &backends[run_start], (size_t)(i - run_start) * sizeof *backends);
+            nodes[run_start] = c;
+            backends[run_start++] = cb;
+            continue;
+        }
+        run_start = i + 1;
+    }
+}
+
+static void warn_no_compile(void) {
+    static bool warned;
+    if (warned) return;
+    warned = true;
+    fprintf(stderr, "kiln: fused mode could not build kernels (%s); running those ops one by one\n", kn_last_error());
+}
+
+kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n) {
+    hoist_creations(nodes, backends, n);
+    group *groups = malloc((size_t)n * sizeof *groups);
+    kn_fused_launch **launches = calloc((size_t)n, sizeof *launches);
+    const kn_fused_ir **irs = malloc((size_t)n * sizeof *irs);
+    kn_fused_fn *fns = malloc((size_t)n * sizeof *fns);
+    kn_status first_error = KN_OK;
+    int n_groups = 0;
+    if (groups && launches && irs && fns) {
+        for (int i = 0; i < n;) {
+            group *g = &groups[n_groups];
+            memset(g, 0, sizeof *g);
+            g->first = i;
+            while (i < n && backends[i] == backends[g->first] && fusable(nodes[i], backends[i]) && try_add(g, nodes, i)) i++;
+            if (g->count < 2) { /* a lone op keeps its prebuilt kernel */
+                i = g->first + 1;
+                continue;
+            }
+            launches[n_groups] = calloc(1, sizeof **launches);
+            if (!launches[n_groups] || !finish(g, nodes, launches[n_groups])) {
+                free(launches[n_groups]);
+                launches[n_groups] = NULL;
+                continue;
+            }
+            kn_status st = kn_fused_note_variant(&g->ir);
+            if (st != KN_OK) {
+                if (first_error == KN_OK) first_error = st;
+                free(launches[n_groups]);
+                launches[n_groups] = NULL;
+                continue;
+            }
+            n_groups++;
+        }
+        /* each backend builds every kernel it still lacks in one go (one translation unit) */
+        for (int k = 0; k < n_groups; k++) {
+            kn_backend *b = backends[groups[k].first];
+            if (groups[k].fn || !launches[k]) continue;
+            int m = 0;
+            for (int q = k; q < n_groups; q++)
+                if (launches[q] && backends[groups[q].first] == b) irs[m++] = &groups[q].ir;
+            if (b->compile_fused(irs, m, fns) != KN_OK) warn_no_compile();
+            m = 0;
+            for (int q = k; q < n_groups; q++) {
+                if (!launches[q] || backends[groups[q].first] != b) continue;
+                groups[q].fn = fns[m++];
+                if (!groups[q].fn) { /* it could not be built: its ops run one by one */
+                    free(launches[q]);
+                    launches[q] = NULL;
+                }
+            }
+        }
+    }
+    int k = 0;
+    for (int i = 0; i < n;) {
+        while (k < n_groups && !launches[k]) k++;
+        if (k < n_groups && groups && groups[k].first == i) {
+            launch_group(&groups[k], nodes, backends[i], launches[k]);
+            i += groups[k++].count;
+        } else {
+            backends[i]->launch(nodes[i]);
+            i++;
+        }
+    }
+    free(groups);
+    free(launches);
+    free(irs);
+    free(fns);
+    return first_error;
+}

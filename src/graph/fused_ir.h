@@ -1,0 +1,75 @@
+/* The kernel IR of fused mode: one generated kernel = a chain of elementwise steps over one
+ * iteration space. The scheduler (exec/fused_schedule.c) builds it from recorded nodes; a
+ * backend's code generator turns it into source (backends/cpu/codegen.c). Everything that
+ * selects the generated code is in the IR (ops, wiring, dtypes, which values are stored, and
+ * the geometry *pattern*); sizes, strides and attribute values are launch arguments, so a
+ * sequence length that grows by one each step reuses the same kernel. */
+#ifndef KILN_GRAPH_FUSED_IR_H
+#define KILN_GRAPH_FUSED_IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kiln/stats.h"
+#include "ops/op_table.h"
+
+#define KN_FUSED_MAX_STEPS 48
+#define KN_FUSED_MAX_INPUTS 24
+#define KN_FUSED_MAX_OUTPUTS KN_NODE_MAX_OUT
+#define KN_FUSED_MAX_OPERANDS (KN_FUSED_MAX_INPUTS + KN_FUSED_MAX_OUTPUTS)
+
+/* Values are numbered inputs first (0..n_in-1), then step results (n_in + j). */
+typedef struct kn_fused_step {
+    kn_op_id op;
+    int n_arg;
+    int arg[3];
+    kn_dtype in_dtype;  /* the dtype of every argument (the node's kernel dtype) */
+    kn_dtype out_dtype;
+    int output;         /* the kernel output it is stored to, or -1 (dead: only used inside) */
+} kn_fused_step;
+
+/* How an operand moves along the (coalesced) dims. */
+enum {
+    KN_FUSED_INNER_UNIT = 0,   /* innermost stride 1 */
+    KN_FUSED_INNER_ZERO = 1,   /* innermost stride 0 (broadcast along it) */
+    KN_FUSED_INNER_STRIDED = 2,
+};
+
+typedef struct kn_fused_ir {
+    int n_in, n_out, n_steps;
+    kn_dtype in_dtype[KN_FUSED_MAX_INPUTS];
+    kn_fused_step steps[KN_FUSED_MAX_STEPS];
+    /* The pattern: rank after coalescing; per operand (outputs first, then inputs) the
+     * inner-stride class and a bit per outer dim whose stride is 0. */
+    int rank;
+    unsigned char inner[KN_FUSED_MAX_OPERANDS];
+    unsigned outer_zero[KN_FUSED_MAX_OPERANDS];
+} kn_fused_ir;
+
+/* The launch arguments of one generated kernel: operand pointers are taken from the node. */
+typedef int (*kn_fused_fn)(char *const *base, const int64_t *size, const int64_t *stride, int64_t numel,
+                           const double *attrs, int threads);
+
+typedef struct kn_fused_launch {
+    kn_fused_fn fn;
+    int rank, n_steps;
+    int64_t numel;
+    int64_t size[KN_MAX_DIMS];
+    int64_t stride[KN_FUSED_MAX_OPERANDS * KN_MAX_DIMS]; /* operand-major, elements */
+    double attrs[2 * KN_FUSED_MAX_STEPS];               /* each step's a, b */
+    char desc[96];                                        /* "add+gelu", for messages */
+} kn_fused_launch;
+
+/* Coalesces the iteration space of n operands of one shape (dims of size 1 dropped,
+ * neighbours merged where every operand is contiguous across them) into L and the pattern
+ * fields of ir. */
+void kn_fused_geometry(kn_fused_ir *ir, kn_fused_launch *L, kn_tensor *const *operands, int n);
+
+/* The call-site signature (ops and wiring; what stays fixed when only dtypes or shapes
+ * change) and the full key text (signature + dtypes + pattern), both canonical text. */
+void kn_fused_signature(const kn_fused_ir *ir, char *buf, size_t size);
+void kn_fused_key_text(const kn_fused_ir *ir, char *buf, size_t size);
+/* The first part of the key that differs between two IRs of one call site. */
+kn_recompile_reason kn_fused_diff(const kn_fused_ir *a, const kn_fused_ir *b);
+
+#endif

@@ -1,0 +1,162 @@
+#define _GNU_SOURCE
+/* Fused mode: chains of elementwise ops become generated kernels with the same results as
+ * strict mode, kernel counts are what the schedule promises, and sizes do not recompile. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static kn_stats stats_now(void) {
+    kn_sync();
+    kn_stats s;
+    kn_stats_get(&s);
+    return s;
+}
+
+/* Runs f in strict and in fused mode on the same inputs; the results must be bit-identical. */
+typedef kn_tensor *(*block_fn)(kn_tensor *const *in);
+
+static void check_same_in_modes(const char *what, block_fn f, kn_tensor *const *in) {
+    kn_set_mode(KN_MODE_STRICT);
+    kn_tensor *want = f(in);
+    double *w = read_f64(want);
+    kn_set_mode(KN_MODE_FUSED);
+    kn_tensor *got = f(in);
+    double *g = read_f64(got);
+    kn_set_mode(KN_MODE_STRICT);
+    CHECK_MSG(w && g, "%s: no result (%s)", what, kn_last_error());
+    if (w && g) {
+        int64_t n = kn_numel(want);
+        for (int64_t i = 0; i < n; i++)
+            if (memcmp(&w[i], &g[i], sizeof w[i]) != 0 && !(w[i] != w[i] && g[i] != g[i])) {
+                test_fail(__FILE__, __LINE__, "%s: element %lld: fused %.17g, strict %.17g", what, (long long)i, g[i], w[i]);
+                break;
+            }
+    }
+    free(w);
+    free(g);
+    kn_release(want);
+    kn_release(got);
+}
+
+static kn_tensor *bias_gelu(kn_tensor *const *in) { return kn_gelu(kn_add(in[0], in[1])); }
+
+static kn_tensor *long_chain(kn_tensor *const *in) {
+    kn_tensor *x = in[0], *y = in[1];
+    kn_tensor *t = kn_mul(kn_sub(kn_exp(kn_neg(kn_abs(x))), y), kn_sigmoid(x));
+    return kn_where(kn_gt(x, y), kn_tanh(t), kn_clamp(t, -0.25, 0.5));
+}
+
+static void test_chains_match_strict(void) {
+    const kn_dtype dts[] = {KN_F32, KN_F64, KN_F16, KN_BF16};
+    for (int d = 0; d < 4; d++) {
+        kn_scope_push();
+        kn_tensor *x = rand_tensor(KN_SHAPE(37, 65), dts[d], -3, 3);
+        kn_tensor *b = rand_tensor(KN_SHAPE(65), dts[d], -1, 1);
+        kn_tensor *y = rand_tensor(KN_SHAPE(37, 65), dts[d], -3, 3);
+        check_same_in_modes("bias + gelu", bias_gelu, (kn_tensor *[]){x, b});
+        check_same_in_modes("long chain", long_chain, (kn_tensor *[]){x, y});
+        kn_tensor *xt = kn_transpose(x, 0, 1); /* a strided input */
+        kn_tensor *yt = kn_transpose(y, 0, 1);
+        check_same_in_modes("long chain, strided", long_chain, (kn_tensor *[]){xt, yt});
+        kn_stats s = stats_now();
+        CHECK_MSG(s.fused_kernels >= 3 * (d + 1), "only %lld fused kernels ran", (long long)s.fused_kernels);
+        kn_scope_pop();
+    }
+}
+
+static void test_gemm_epilogue_is_one_kernel(void) {
+    kn_scope_push();
+    kn_tensor *x = rand_tensor(KN_SHAPE(16, 32), KN_F32, -1, 1);
+    kn_tensor *w = rand_tensor(KN_SHAPE(32, 48), KN_F32, -1, 1);
+    kn_tensor *b = rand_tensor(KN_SHAPE(48), KN_F32, -1, 1);
+    kn_set_mode(KN_MODE_FUSED);
+    kn_stats before = stats_now();
+    kn_tensor *y = kn_gelu(kn_add(kn_matmul(x, w), b));
+    kn_stats after = stats_now();
+    CHECK(y != NULL);
+    CHECK_MSG(after.kernels_launched - before.kernels_launched == 2, "gelu(x @ w + b): %lld kernels, want 2 (GEMM + fused)",
+              (long long)(after.kernels_launched - before.kernels_launched));
+    CHECK(after.fused_kernels - before.fused_kernels == 1);
+    CHECK(after.ops_fused - before.ops_fused == 2);
+    kn_set_mode(KN_MODE_STRICT);
+    kn_scope_pop();
+}
+
+/* A value the user still holds is stored; one only the chain used is not (same numbers). */
+static void test_held_intermediates_are_stored(void) {
+    kn_scope_push();
+    kn_tensor *x = rand_tensor(KN_SHAPE(1000), KN_F32, -2, 2);
+    kn_set_mode(KN_MODE_FUSED);
+    kn_tensor *h = kn_mul_scalar(x, 3.0);
+    kn_tensor *y = kn_tanh(kn_add_scalar(h, 1.0));
+    double *hv = read_f64(h), *yv = read_f64(y), *xv = read_f64(x);
+    kn_set_mode(KN_MODE_STRICT);
+    for (int i = 0; i < 1000 && hv && yv && xv; i++) {
+        float hw = (float)xv[i] * 3.0f;
+        CHECK_MSG(hv[i] == hw, "h[%d] = %g, want %g", i, hv[i], (double)hw);
+    }
+    free(hv);
+    free(yv);
+    free(xv);
+    kn_scope_pop();
+}
+
+/* A sequence length that grows by one each step compiles a bounded number of kernels. */
+static void test_growing_sizes_do_not_recompile(void) {
+    kn_scope_push();
+    kn_tensor *b = rand_tensor(KN_SHAPE(24), KN_F32, -1, 1);
+    kn_set_mode(KN_MODE_FUSED);
+    kn_stats before = stats_now();
+    for (int t = 1; t <= 40; t++) {
+        kn_scope_push();
+        kn_tensor *x = rand_tensor(KN_SHAPE(2, t, 24), KN_F32, -1, 1);
+        kn_tensor *y = kn_mul(kn_gelu(kn_add(x, b)), x);
+        kn_sync();
+        CHECK(y != NULL);
+        kn_scope_pop();
+    }
+    kn_stats after = stats_now();
+    kn_set_mode(KN_MODE_STRICT);
+    int64_t variants = (after.cache_misses + after.cache_disk_hits + after.cache_memory_hits) -
+                       (before.cache_misses + before.cache_disk_hits + before.cache_memory_hits);
+    CHECK_MSG(after.fused_kernels - before.fused_kernels == 40, "%lld fused kernels",
+              (long long)(after.fused_kernels - before.fused_kernels));
+    CHECK_MSG(after.recompiles - before.recompiles <= 1, "%lld recompiles for 40 lengths",
+              (long long)(after.recompiles - before.recompiles));
+    (void)variants;
+    kn_scope_pop();
+}
+
+static void test_recompile_storm_is_reported(void) {
+    kn_scope_push();
+    setenv("KILN_RECOMPILE", "error", 1);
+    kn_set_mode(KN_MODE_FUSED);
+    kn_status st = KN_OK;
+    /* a new rank each time (all dims reversed, so none coalesce): rank is part of the key */
+    for (int r = 1; r <= 7 && st == KN_OK; r++) {
+        kn_shape s = {.n = r}, reversed = {.n = r};
+        for (int d = 0; d < r; d++) s.v[d] = 2 + d % 2, reversed.v[d] = r - 1 - d;
+        kn_tensor *x = rand_tensor(s, KN_F32, -1, 1);
+        kn_tensor *y = kn_exp(kn_neg(kn_permute(x, reversed)));
+        (void)y;
+        st = kn_sync();
+    }
+    CHECK_ERROR(st == KN_OK, KN_ERR_UNSUPPORTED, "recompile storm");
+    unsetenv("KILN_RECOMPILE");
+    kn_set_mode(KN_MODE_STRICT);
+    kn_stats s = stats_now();
+    CHECK(s.recompiles >= 4);
+    kn_scope_pop();
+}
+
+int main(void) {
+    char dir[] = "/tmp/kiln-test-fused-XXXXXX";
+    if (!getenv("KILN_CACHE_DIR") && mkdtemp(dir)) setenv("KILN_CACHE_DIR", dir, 1);
+    RUN(test_chains_match_strict);
+    RUN(test_gemm_epilogue_is_one_kernel);
+    RUN(test_held_intermediates_are_stored);
+    RUN(test_growing_sizes_do_not_recompile);
+    RUN(test_recompile_storm_is_reported);
+    return test_summary();
+}
