@@ -229,6 +229,7 @@ static int startup_child(void) {
         printf("%s\n", kn_last_error());
         return 1;
     }
+    kn_release(t);
     const char *shadow = kn_get_shadow();
     printf("mode %s, shadow %s\n", kn_mode_name(kn_get_mode()), shadow ? shadow : "off");
     return 0;
