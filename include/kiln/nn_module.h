@@ -46,6 +46,8 @@ struct kn_module {
     const char *type;             /* "Linear", "BatchNorm2d", ... (a static string) */
     bool training, attached, failed;
     kn_forward_fn forward;
+    struct kn_module *parent;     /* NULL for the root */
+    const char *name;             /* this module's name in its parent ("0", "mlp"), or NULL */
     int n_params, n_buffers, n_children, cap_params, cap_buffers, cap_children;
     char **param_names, **buffer_names, **child_names;
     kn_tensor **params, **buffers;
@@ -74,7 +76,9 @@ void kn_module_free(void *module);
 void kn_module_train(void *module, bool training);
 bool kn_module_is_training(const void *module);
 
-/* Calls a one-input module's forward; an error for modules without one. */
+/* Calls a one-input module's forward; an error for modules without one. While a module's
+ * forward runs (this one, or a kn_nn_*_forward), debug mode's errors name the module by its
+ * path in the tree ("h.0.mlp"). */
 kn_tensor *kn_module_forward(void *module, kn_tensor *x);
 
 enum { KN_PARAMS = 1, KN_BUFFERS = 2, KN_STATE = 3 };

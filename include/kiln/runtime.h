@@ -17,7 +17,8 @@ const char *kn_version(void);
 /* When work runs (DESIGN.md, "One pipeline for every mode"). */
 typedef enum kn_mode {
     KN_MODE_STRICT = 0, /* queued on the device's stream; the host runs on until it reads a value */
-    KN_MODE_DEBUG,      /* one op at a time, synchronously; NaN/Inf from finite inputs is an error */
+    KN_MODE_DEBUG,      /* one op at a time, synchronously; NaN/Inf from finite inputs is an error;
+                           with a shadow (kn_set_shadow), so is a result that a float64 run disagrees with */
     KN_MODE_FUSED,      /* reserved: lazy windows of fused kernels (not built yet) */
     KN_MODE_COMPILED,   /* reserved: whole-graph compilation (not built yet) */
     KN_MODE_COUNT
@@ -29,6 +30,22 @@ kn_status kn_set_mode(kn_mode mode);
 kn_mode kn_get_mode(void);
 const char *kn_mode_name(kn_mode mode);
 bool kn_mode_parse(const char *name, kn_mode *out);
+
+/* The debug shadow: in debug mode every op also runs on a reference backend in float64, and
+ * the first op whose result leaves its dtype's tolerance fails with KN_ERR_NUMERIC, naming
+ * the op, its inputs, the element, the nn module and the calling function (README.md,
+ * "Finding the first divergent op"). `backend` names a device that holds values ("cpu",
+ * "cuda:1"); NULL or "" turns the shadow off. Initially $KILN_SHADOW, which also starts kiln
+ * in debug mode unless $KILN_MODE says otherwise. It has no effect outside debug mode. Fails
+ * with KN_ERR_ARG for a name that is no backend, KN_ERR_DEVICE for one without values (meta)
+ * or not available. */
+kn_status kn_set_shadow(const char *backend);
+/* The reference device's name ("cpu"), or NULL when the shadow is off. */
+const char *kn_get_shadow(void);
+/* Ops the shadow has compared, and ops it has skipped, since start-up: ops whose output
+ * shapes depend on values, whose outputs are not values (empty, argmax...), that run on a
+ * backend without values, or that the reference has no float64 kernel for. */
+void kn_shadow_counts(int64_t *checked, int64_t *skipped);
 
 /* Waits for all queued work on every device; returns the first error an asynchronous kernel
  * reported (for example an index out of range), naming the op. */

@@ -2,6 +2,7 @@
 #include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,8 @@ static kn_status start_status = KN_OK;
 static char start_message[512];
 
 static _Atomic kn_mode current_mode = KN_MODE_STRICT;
+/* The shadow's reference device as 1 + (type | index << 8); 0 when the shadow is off. */
+static atomic_int shadow_code = 0;
 static atomic_int num_threads = 0;
 
 static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -42,6 +45,30 @@ static void start_fail(kn_status code, const char *msg) {
     snprintf(start_message, sizeof start_message, "%s", msg);
 }
 
+/* Checks a reference device for the shadow: one that holds values and is available. Errors
+ * name it as `what` and list the backends that would do. */
+static kn_status parse_shadow(const char *text, const char *what, int *code) {
+    *code = 0;
+    if (!text || !*text) return KN_OK;
+    char choices[64] = "";
+    size_t len = 0;
+    for (int t = 0; t < KN_DEVICE_TYPE_COUNT && len < sizeof choices; t++) {
+        kn_backend *b = kn_backend_for((kn_device_type)t);
+        if (b && b->holds_values && b->available(0))
+            len += (size_t)snprintf(choices + len, sizeof choices - len, len ? ", %s" : "%s", b->name);
+    }
+    kn_device d;
+    if (!kn_device_parse(text, &d)) return kn_error(KN_ERR_ARG, "%s: no backend has that name (try %s)", what, choices);
+    kn_backend *b = kn_backend_for(d.type);
+    if (!b) return kn_error(KN_ERR_DEVICE, "%s: this build of kiln has no %s backend (try %s)", what, text, choices);
+    if (!b->holds_values)
+        return kn_error(KN_ERR_DEVICE, "%s: the %s backend holds no values, so it cannot be the reference (try %s)",
+                        what, b->name, choices);
+    if (!b->available(d.index)) return kn_error(KN_ERR_DEVICE, "%s: that device is not available (try %s)", what, choices);
+    *code = 1 + ((int)d.type | d.index << 8);
+    return KN_OK;
+}
+
 static void start(void) {
     char msg[256];
     const char *s = getenv("KILN_THREADS");
@@ -58,7 +85,8 @@ static void start(void) {
     if (s) rng_seed = strtoull(s, NULL, 10);
 
     s = getenv("KILN_MODE");
-    if (s && *s) {
+    bool mode_set = s && *s;
+    if (mode_set) {
         kn_mode m;
         if (!kn_mode_parse(s, &m)) {
             snprintf(msg, sizeof msg, "KILN_MODE=%s: expected strict, debug, fused or compiled", s);
@@ -75,6 +103,19 @@ static void start(void) {
         kn_backend *b = kn_backend_for((kn_device_type)t);
         if (b && b->init && b->init(b) != KN_OK && start_status == KN_OK)
             start_fail(kn_last_status(), kn_last_error());
+    }
+
+    /* KILN_SHADOW alone is a request to debug: it starts kiln in debug mode. */
+    s = getenv("KILN_SHADOW");
+    if (s && *s && start_status == KN_OK) {
+        snprintf(msg, sizeof msg, "KILN_SHADOW=%s", s);
+        int code;
+        if (parse_shadow(s, msg, &code) != KN_OK) {
+            start_fail(kn_last_status(), kn_last_error());
+        } else {
+            atomic_store(&shadow_code, code);
+            if (!mode_set) atomic_store(&current_mode, KN_MODE_DEBUG);
+        }
     }
 
     s = getenv("KILN_DEVICE");
@@ -107,6 +148,35 @@ kn_status kn_set_mode(kn_mode mode) {
     kn_status st = kn_sync();
     atomic_store(&current_mode, mode);
     return st;
+}
+
+kn_status kn_set_shadow(const char *backend) {
+    if (!kn_runtime_ready()) return kn_last_status();
+    char what[96];
+    snprintf(what, sizeof what, "set_shadow(\"%s\")", backend ? backend : "");
+    int code;
+    kn_status st = parse_shadow(backend, what, &code);
+    if (st == KN_OK) atomic_store(&shadow_code, code);
+    return st;
+}
+
+const char *kn_get_shadow(void) {
+    static _Thread_local char name[32];
+    kn_device d;
+    kn_backend *b = kn_shadow_reference(&d);
+    if (!b) return NULL;
+    if (d.index) snprintf(name, sizeof name, "%s:%d", b->name, d.index);
+    else snprintf(name, sizeof name, "%s", b->name);
+    return name;
+}
+
+kn_backend *kn_shadow_reference(kn_device *device) {
+    kn_runtime_ready();
+    int code = atomic_load_explicit(&shadow_code, memory_order_relaxed);
+    if (!code) return NULL;
+    device->type = (kn_device_type)((code - 1) & 0xff);
+    device->index = (code - 1) >> 8;
+    return kn_backend_for(device->type);
 }
 
 kn_mode kn_get_mode(void) {

@@ -11,6 +11,9 @@
  * False, with the error set, if the environment names something invalid. */
 bool kn_runtime_ready(void);
 
+/* The debug shadow's reference backend and device (kn_set_shadow), or NULL when it is off. */
+struct kn_backend *kn_shadow_reference(kn_device *device);
+
 /* The configured CPU thread count (no start-up side effects; backends call it from init). */
 int kn_cpu_num_threads(void);
 

@@ -1,11 +1,13 @@
-/* Debug mode's per-op check. The check itself is made of ops (isfinite, sum), so it works on
- * every backend that holds values; a thread-local flag keeps it from checking itself. */
+/* Debug mode's per-op checks: NaN/Inf from finite inputs, then the shadow (exec/shadow.h). The
+ * checks are themselves made of ops (isfinite, sum, copies), so they work on every backend
+ * that holds values; a thread-local flag keeps them from checking themselves. */
 #include "exec/debug_check.h"
 
 #include <math.h>
 #include <stdio.h>
 
 #include "exec/dispatch.h"
+#include "exec/shadow.h"
 #include "kiln/ops.h"
 
 static _Thread_local bool checking;
@@ -33,10 +35,16 @@ static bool inputs_finite(kn_node *n) {
 kn_status kn_debug_run(kn_backend *b, kn_node *n) {
     bool check = !checking && b->holds_values && !(kn_op_table[n->op].flags & KN_OPF_NOCHECK);
     bool finite_in = false;
-    if (check) {
+    kn_shadow *shadow = NULL;
+    if (!checking) {
         checking = true;
-        finite_in = inputs_finite(n);
+        finite_in = check && inputs_finite(n);
+        kn_status st = kn_shadow_begin(b, n, &shadow); /* before n can write its in-place outputs */
         checking = false;
+        if (st != KN_OK) {
+            kn_node_free(n);
+            return st;
+        }
     }
     /* Keep the node's outputs alive past the launch, which frees the node. */
     kn_op_id op = n->op;
@@ -59,6 +67,13 @@ kn_status kn_debug_run(kn_backend *b, kn_node *n) {
                               kn_describe(outs[i], d, sizeof d));
             }
         }
+        checking = false;
+    }
+    if (shadow) {
+        char call[400];
+        snprintf(call, sizeof call, "%s(%s)", kn_op_name(op), inputs);
+        checking = true;
+        st = kn_shadow_end(shadow, st, call);
         checking = false;
     }
     for (int i = 0; i < n_out; i++) kn_tensor_decref(outs[i]);

@@ -14,6 +14,7 @@
 #include "core/stats.h"
 #include "exec/debug_check.h"
 #include "exec/fused.h"
+#include "exec/shadow.h"
 
 static void dtype_list(uint32_t mask, char *buf, size_t size) {
     size_t len = 0;
@@ -196,6 +197,7 @@ static kn_status run_synchronously(kn_opctx *c, kn_tensor **outs) {
                       b->holds_values ? "" : " (its output shape depends on values, which meta tensors lack)");
     else if ((st = kn_fused_flush()) == KN_OK && (st = b->sync()) == KN_OK)
         st = kn_node_execute(b, n);
+    if (kn_get_mode() == KN_MODE_DEBUG) kn_shadow_skip(); /* its outputs' shapes are not known before it runs */
     /* The kernel made the outputs, so history is recorded once they exist. */
     kn_ag_node *grad_node = NULL;
     n->fresh_out = (uint8_t)((1u << n->n_out) - 1);

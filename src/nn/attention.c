@@ -87,6 +87,7 @@ kn_tensor *kn_nn_attention_forward_cached(kn_nn_attention *a, kn_tensor *x, kn_k
                              "holding %lld of %lld positions for batch %lld",
                              (long long)T, (long long)B, (long long)pos, (long long)cache->max_len,
                              (long long)cache->batch);
+    nn_enter(a);
     kn_scope_push();
     kn_tensor *q = split_heads(kn_nn_linear_forward(a->q_proj, x), B, T, H, D);
     kn_tensor *k = split_heads(kn_nn_linear_forward(a->k_proj, x), B, T, Hkv, D);
@@ -102,7 +103,7 @@ kn_tensor *kn_nn_attention_forward_cached(kn_nn_attention *a, kn_tensor *x, kn_k
     kn_sdpa_opts opts = {.causal = true, .dropout_p = a->base.training ? cfg->dropout : 0.0};
     kn_tensor *y = stored ? kn_scaled_dot_product_attention(q, k, v, NULL, opts) : NULL;
     y = kn_reshape(kn_transpose(y, 1, 2), KN_SHAPE(B, T, H * D));
-    kn_tensor *out = kn_scope_pop_keep(kn_nn_linear_forward(a->o_proj, y));
+    kn_tensor *out = nn_leave(kn_scope_pop_keep(kn_nn_linear_forward(a->o_proj, y)));
     if (out && cache) cache->len = pos + T;
     return out;
 }

@@ -37,10 +37,12 @@ kn_nn_conv2d *kn_nn_conv_transpose2d_new(int64_t in_channels, int64_t out_channe
 
 kn_tensor *kn_nn_conv2d_forward(kn_nn_conv2d *c, kn_tensor *x) {
     if (!c) return kn_error_null_input("Conv2d", 0), NULL;
-    return kn_conv2d(x, c->weight, c->bias, c->opts);
+    nn_enter(c);
+    return nn_leave(kn_conv2d(x, c->weight, c->bias, c->opts));
 }
 
 kn_tensor *kn_nn_conv_transpose2d_forward(kn_nn_conv2d *c, kn_tensor *x) {
     if (!c) return kn_error_null_input("ConvTranspose2d", 0), NULL;
-    return kn_conv_transpose2d(x, c->weight, c->bias, c->opts);
+    nn_enter(c);
+    return nn_leave(kn_conv_transpose2d(x, c->weight, c->bias, c->opts));
 }

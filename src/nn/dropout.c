@@ -15,5 +15,6 @@ kn_nn_dropout *kn_nn_dropout_new(double p) {
 
 kn_tensor *kn_nn_dropout_forward(kn_nn_dropout *d, kn_tensor *x) {
     if (!d) return kn_error_null_input("Dropout", 0), NULL;
-    return kn_dropout(x, d->p, d->base.training);
+    nn_enter(d);
+    return nn_leave(kn_dropout(x, d->p, d->base.training));
 }

@@ -28,7 +28,8 @@ kn_nn_embedding *kn_nn_embedding_new(int64_t num_embeddings, int64_t dim, kn_dty
 
 kn_tensor *kn_nn_embedding_forward(kn_nn_embedding *e, kn_tensor *indices) {
     if (!e) return kn_error_null_input("Embedding", 0), NULL;
-    return kn_embedding(e->weight, indices);
+    nn_enter(e);
+    return nn_leave(kn_embedding(e->weight, indices));
 }
 
 kn_nn_embedding_bag *kn_nn_embedding_bag_new(int64_t num_embeddings, int64_t dim, kn_bag_mode mode, kn_dtype dtype) {
@@ -44,5 +45,6 @@ kn_nn_embedding_bag *kn_nn_embedding_bag_new(int64_t num_embeddings, int64_t dim
 kn_tensor *kn_nn_embedding_bag_forward(kn_nn_embedding_bag *e, kn_tensor *indices, kn_tensor *offsets,
                                        kn_tensor *per_sample_weights) {
     if (!e) return kn_error_null_input("EmbeddingBag", 0), NULL;
-    return kn_embedding_bag(e->weight, indices, offsets, e->mode, per_sample_weights, false);
+    nn_enter(e);
+    return nn_leave(kn_embedding_bag(e->weight, indices, offsets, e->mode, per_sample_weights, false));
 }

@@ -26,5 +26,6 @@ kn_tensor *kn_nn_linear_forward(kn_nn_linear *l, kn_tensor *x) {
                              (long long)l->in_features, (long long)l->out_features, kn_describe(x, desc, sizeof desc),
                              (long long)l->in_features);
     }
-    return kn_linear(x, l->weight, l->bias);
+    nn_enter(l);
+    return nn_leave(kn_linear(x, l->weight, l->bias));
 }

@@ -33,8 +33,9 @@ kn_nn_mlp *kn_nn_mlp_new(int64_t dim, int64_t hidden, kn_act act, bool gated, bo
 
 kn_tensor *kn_nn_mlp_forward(kn_nn_mlp *m, kn_tensor *x) {
     if (!m) return kn_error_null_input("MLP", 0), NULL;
+    nn_enter(m);
     kn_scope_push();
     kn_tensor *h = kn_nn_activation(kn_nn_linear_forward(m->gate ? m->gate : m->up, x), m->act);
     if (m->gate) h = kn_mul(h, kn_nn_linear_forward(m->up, x));
-    return kn_scope_pop_keep(kn_nn_linear_forward(m->down, h));
+    return nn_leave(kn_scope_pop_keep(kn_nn_linear_forward(m->down, h)));
 }

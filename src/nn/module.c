@@ -1,7 +1,9 @@
 /* The module tree: registration, traversal with state_dict names, lookup, modes, freeing. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/call_site.h"
 #include "core/error.h"
 #include "nn/nn_internal.h"
 
@@ -143,6 +145,8 @@ void *kn_module_add(void *module, const char *name, void *child) {
         return NULL;
     }
     c->attached = true;
+    c->parent = m;
+    c->name = m->child_names[m->n_children - 1];
     return c;
 }
 
@@ -189,7 +193,30 @@ kn_tensor *kn_module_forward(void *module, kn_tensor *x) {
     kn_module *m = as_module(module, "module_forward");
     if (!m) return NULL;
     if (!m->forward) return kn_error_null(KN_ERR_ARG, "module_forward: a %s has no one-input forward", m->type);
-    return m->forward(m, x);
+    nn_enter(m);
+    return nn_leave(m->forward(m, x));
+}
+
+/* `"h.0.mlp" (MLP)`: the module's path from the root, as in state_dict names, and its type. */
+static void describe(const void *module, char *buf, size_t size) {
+    const kn_module *m = module, *chain[64];
+    int n = 0;
+    for (const kn_module *p = m; p->parent && n < 64; p = p->parent) chain[n++] = p;
+    if (!n) {
+        snprintf(buf, size, "%s (the root)", m->type);
+        return;
+    }
+    size_t len = (size_t)snprintf(buf, size, "\"");
+    for (int i = n - 1; i >= 0 && len < size; i--)
+        len += (size_t)snprintf(buf + len, size - len, i ? "%s." : "%s", chain[i]->name);
+    if (len < size) snprintf(buf + len, size - len, "\" (%s)", m->type);
+}
+
+void nn_enter(const void *module) { kn_module_path_push(module, describe); }
+
+kn_tensor *nn_leave(kn_tensor *result) {
+    kn_module_path_pop();
+    return result;
 }
 
 /* ---- traversal -------------------------------------------------------------------------- */

@@ -16,4 +16,11 @@ kn_status nn_init_linear_default(kn_tensor *weight, kn_tensor *bias);
 /* Copies values into t without grad history (in-place updates of parameters and buffers). */
 kn_status nn_assign(kn_tensor *t, kn_tensor *values);
 
+/* Brackets a module's forward: while it runs, debug mode's errors name the module
+ * (core/call_site.h). nn_leave passes the forward's result through:
+ *     nn_enter(l);
+ *     return nn_leave(kn_linear(x, l->weight, l->bias)); */
+void nn_enter(const void *module);
+kn_tensor *nn_leave(kn_tensor *result);
+
 #endif

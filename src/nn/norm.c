@@ -35,7 +35,8 @@ kn_nn_layer_norm *kn_nn_layer_norm_new(kn_shape shape, double eps, bool affine, 
 
 kn_tensor *kn_nn_layer_norm_forward(kn_nn_layer_norm *n, kn_tensor *x) {
     if (!n) return kn_error_null_input("LayerNorm", 0), NULL;
-    return kn_layer_norm(x, n->shape, n->weight, n->bias, n->eps);
+    nn_enter(n);
+    return nn_leave(kn_layer_norm(x, n->shape, n->weight, n->bias, n->eps));
 }
 
 kn_nn_rms_norm *kn_nn_rms_norm_new(kn_shape shape, double eps, kn_dtype dtype) {
@@ -50,7 +51,8 @@ kn_nn_rms_norm *kn_nn_rms_norm_new(kn_shape shape, double eps, kn_dtype dtype) {
 
 kn_tensor *kn_nn_rms_norm_forward(kn_nn_rms_norm *n, kn_tensor *x) {
     if (!n) return kn_error_null_input("RMSNorm", 0), NULL;
-    return kn_rms_norm(x, n->shape, n->weight, n->eps);
+    nn_enter(n);
+    return nn_leave(kn_rms_norm(x, n->shape, n->weight, n->eps));
 }
 
 kn_nn_group_norm *kn_nn_group_norm_new(int64_t groups, int64_t channels, double eps, bool affine, kn_dtype dtype) {
@@ -67,7 +69,8 @@ kn_nn_group_norm *kn_nn_group_norm_new(int64_t groups, int64_t channels, double 
 
 kn_tensor *kn_nn_group_norm_forward(kn_nn_group_norm *n, kn_tensor *x) {
     if (!n) return kn_error_null_input("GroupNorm", 0), NULL;
-    return kn_group_norm(x, n->groups, n->weight, n->bias, n->eps);
+    nn_enter(n);
+    return nn_leave(kn_group_norm(x, n->groups, n->weight, n->bias, n->eps));
 }
 
 kn_nn_batch_norm2d *kn_nn_batch_norm2d_new(int64_t channels, double eps, double momentum, bool affine,
@@ -93,12 +96,13 @@ kn_tensor *kn_nn_batch_norm2d_forward(kn_nn_batch_norm2d *n, kn_tensor *x) {
         return kn_error_null(KN_ERR_SHAPE, "BatchNorm2d: x must be [N, C, H, W], not %s", kn_describe(x, desc, sizeof desc));
     }
     bool training = n->base.training;
+    nn_enter(n);
     kn_tensor *y = kn_batch_norm(x, n->running_mean, n->running_var, n->weight, n->bias, training, n->momentum, n->eps);
     if (y && training) {
         kn_scope_push();
         kn_status st = nn_assign(n->num_batches_tracked, kn_add_scalar(n->num_batches_tracked, 1));
         kn_scope_pop();
-        if (st != KN_OK) return kn_release(y), NULL;
+        if (st != KN_OK) kn_release(y), y = NULL;
     }
-    return y;
+    return nn_leave(y);
 }

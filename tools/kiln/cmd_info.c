@@ -21,6 +21,8 @@ int kiln_cmd_info(int argc, char **argv) {
     printf("BLAS:          %s\n", openblas_get_config());
     printf("threads:       %d\n", kn_get_num_threads());
     printf("mode:          %s\n", kn_mode_name(kn_get_mode()));
+    const char *shadow = kn_get_shadow();
+    printf("shadow:        %s\n", shadow ? shadow : "off (KILN_SHADOW=cpu checks every debug-mode op in float64)");
     kn_device def = kn_default_device();
     printf("default device: %s:%d\n", kn_device_type_name(def.type), def.index);
     printf("devices:\n");

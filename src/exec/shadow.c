@@ -1,0 +1,325 @@
+/* The debug shadow: a node's inputs copied to the reference backend before it runs, the same
+ * op run there in float64 after it ran, and the two results compared at the tolerance of the
+ * op's dtype (docs/decisions.md, "Debug shadow"). Values travel through the host with
+ * kn_to_host and kn_from_host, so any backend can shadow any other. */
+#include "exec/shadow.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/call_site.h"
+#include "core/error.h"
+#include "core/runtime_impl.h"
+#include "exec/dispatch.h"
+
+static _Atomic int64_t ops_checked, ops_skipped;
+
+/* An output value passes when |got - want| <= s (rtol |want| + atol S) + tiny, where S is the
+ * output's largest finite |want| (at most 1 for elementwise ops), so that the absolute part
+ * follows the data's scale, activations or gradients alike; s is the square root of the
+ * reduction length for ops that sum (1 for elementwise ops); tiny absorbs subnormals that a
+ * device flushes to zero. want is first rounded to the output's dtype. */
+typedef struct tolerance {
+    double rtol, atol, tiny;
+} tolerance;
+
+static const tolerance tolerances[KN_DTYPE_COUNT] = {
+    [KN_F64] = {1e-10, 1e-12, 0x1p-1022},
+    [KN_F32] = {1e-4, 1e-5, 0x1p-126},
+    [KN_F16] = {1e-2, 1e-3, 0x1p-14},
+    [KN_BF16] = {5e-2, 1e-2, 0x1p-126},
+};
+
+struct kn_shadow {
+    kn_backend *ref;
+    kn_node node;                     /* the op again, on the reference device */
+    kn_tensor *real[KN_NODE_MAX_OUT]; /* the real op's outputs */
+    kn_dtype least;                   /* the least precise float dtype among the real inputs */
+    bool pointwise;                   /* elementwise or creation: each output from its own inputs */
+    double reduction;                 /* how many values each output sums over, roughly */
+};
+
+/* Float dtypes from least to most precise; other dtypes rank above them all. */
+static int precision(kn_dtype d) {
+    switch (d) {
+    case KN_BF16: return 0;
+    case KN_F16: return 1;
+    case KN_F32: return 2;
+    case KN_F64: return 3;
+    default: return 4;
+    }
+}
+
+static kn_dtype reference_dtype(kn_dtype d) { return kn_dtype_is_float(d) ? KN_F64 : d; }
+
+/* Errors of long sums grow like the square root of their length. This is the length for
+ * reductions, and the last input dim for the other opaque ops: a GEMM's K, the row a norm,
+ * softmax or loss reduces, an attention head. */
+static double reduction_length(const kn_node *n) {
+    const kn_tensor *x = n->n_in ? n->in[0] : NULL;
+    if (!x || !n->n_out || !x->ndim) return 1;
+    if (kn_op_table[n->op].kind == KN_KIND_REDUCTION) {
+        int64_t outs = kn_numel(n->out[0]);
+        return outs && kn_numel(x) > outs ? (double)kn_numel(x) / (double)outs : 1;
+    }
+    return x->shape[x->ndim - 1] > 1 ? (double)x->shape[x->ndim - 1] : 1;
+}
+
+static double element(const void *p, kn_dtype d, int64_t i) {
+    switch (d) {
+    case KN_F32: return ((const float *)p)[i];
+    case KN_F64: return ((const double *)p)[i];
+    case KN_F16: return kn_f16_to_f32(((const uint16_t *)p)[i]);
+    case KN_BF16: return kn_bf16_to_f32(((const uint16_t *)p)[i]);
+    case KN_I32: return ((const int32_t *)p)[i];
+    case KN_I64: return (double)((const int64_t *)p)[i];
+    default: return ((const uint8_t *)p)[i] != 0;
+    }
+}
+
+/* t's values, row-major, in t's own dtype (malloc'd); NULL with the error set. */
+static void *read_raw(kn_tensor *t) {
+    size_t bytes = (size_t)kn_numel(t) * kn_dtype_size(t->dtype);
+    void *raw = malloc(bytes ? bytes : 1);
+    if (!raw) return kn_error_null(KN_ERR_OOM, "shadow: out of host memory reading %zu bytes", bytes);
+    if (kn_to_host(t, raw, bytes) == KN_OK) return raw;
+    free(raw);
+    return NULL;
+}
+
+/* The same as doubles. */
+static double *read_values(kn_tensor *t) {
+    int64_t count = kn_numel(t);
+    void *raw = read_raw(t);
+    double *v = raw ? malloc(count ? (size_t)count * sizeof *v : 1) : NULL;
+    if (raw && !v) kn_error(KN_ERR_OOM, "shadow: out of host memory reading %lld values", (long long)count);
+    for (int64_t i = 0; v && i < count; i++) v[i] = element(raw, t->dtype, i);
+    free(raw);
+    return v;
+}
+
+/* A contiguous copy of t's values on the reference device, owned by the current scope:
+ * floats as f64, integers and bool as they are (they are indices and masks). */
+static kn_tensor *reference_copy(kn_tensor *t, kn_device device) {
+    bool wide = kn_dtype_is_float(t->dtype);
+    void *host = wide ? (void *)read_values(t) : read_raw(t);
+    kn_tensor *c = host ? kn_from_host(host, reference_dtype(t->dtype), kn_shape_of(t), device) : NULL;
+    free(host);
+    return c;
+}
+
+static bool same_view(const kn_tensor *a, const kn_tensor *b) {
+    if (a == b) return true;
+    if (a->storage != b->storage || a->offset != b->offset || a->ndim != b->ndim || a->dtype != b->dtype) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d]) return false;
+    return true;
+}
+
+/* Whether n writes into t's storage (an output it updates in place). */
+static bool written_in_place(const kn_node *n, const kn_tensor *t) {
+    for (int k = 0; k < n->n_out; k++)
+        if (!(n->fresh_out & (1u << k)) && n->out[k]->storage == t->storage) return true;
+    return false;
+}
+
+static void shadow_free(kn_shadow *s) {
+    for (int i = 0; i < s->node.n_in; i++) kn_tensor_decref(s->node.in[i]);
+    for (int k = 0; k < s->node.n_out; k++) {
+        kn_tensor_decref(s->node.out[k]);
+        kn_tensor_decref(s->real[k]);
+    }
+    if (s->node.in != s->node.in_inline) free(s->node.in);
+    free(s);
+}
+
+/* Fills the reference node: inputs copied unless the reference can read them as they are,
+ * fresh outputs allocated, in-place outputs starting from n's values (shared with the input
+ * they alias, as in n). Runs in a scope of its own; the node keeps its own references. */
+static kn_status fill_reference(kn_shadow *s, const kn_node *n, kn_device device) {
+    kn_node *r = &s->node;
+    for (int i = 0; i < n->n_in; i++) {
+        kn_tensor *t = n->in[i];
+        bool as_is = t->storage->backend == s->ref && t->storage->device.index == device.index &&
+                     reference_dtype(t->dtype) == t->dtype && !written_in_place(n, t);
+        kn_tensor *c = as_is ? t : reference_copy(t, device);
+        if (!c) return kn_last_status();
+        r->in[i] = kn_tensor_incref(c);
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        kn_tensor *t = n->out[k];
+        s->real[k] = kn_tensor_incref(t);
+        if (n->fresh_out & (1u << k)) {
+            r->out[k] = kn_tensor_alloc("shadow", reference_dtype(t->dtype), t->shape, t->ndim, device);
+            if (!r->out[k]) return kn_last_status();
+            continue;
+        }
+        int alias = -1;
+        for (int i = 0; i < n->n_in && alias < 0; i++)
+            if (same_view(n->in[i], t)) alias = i;
+        kn_tensor *c = alias >= 0 ? r->in[alias] : reference_copy(t, device);
+        if (!c) return kn_last_status();
+        r->out[k] = kn_tensor_incref(c);
+    }
+    return KN_OK;
+}
+
+kn_status kn_shadow_begin(const kn_backend *b, const kn_node *n, kn_shadow **out) {
+    *out = NULL;
+    kn_device device;
+    kn_backend *ref = kn_shadow_reference(&device);
+    if (!ref) return KN_OK;
+    const kn_op_def *def = &kn_op_table[n->op];
+    kn_dtype key = reference_dtype(n->n_in ? n->in[0]->dtype : n->n_out ? n->out[0]->dtype : KN_F64);
+    kn_kernel_entry k = ref->kernels[n->op];
+    if (!b->holds_values || (def->flags & (KN_OPF_SYNC | KN_OPF_NOCHECK)) || !k.fn || !(k.dtypes & KN_DT(key))) {
+        atomic_fetch_add_explicit(&ops_skipped, 1, memory_order_relaxed);
+        return KN_OK;
+    }
+    kn_shadow *s = calloc(1, sizeof *s);
+    kn_tensor **in = !s ? NULL : n->n_in <= KN_NODE_MAX_IN ? s->node.in_inline : calloc((size_t)n->n_in, sizeof *in);
+    if (!in) {
+        free(s);
+        return kn_error(KN_ERR_OOM, "shadow: out of host memory shadowing %s", def->name);
+    }
+    s->ref = ref;
+    s->node = (kn_node){.op = n->op, .n_in = n->n_in, .n_out = n->n_out, .in = in, .attrs = n->attrs,
+                        .rng_seed = n->rng_seed, .rng_offset = n->rng_offset, .fresh_out = n->fresh_out};
+    s->least = KN_F64;
+    for (int i = 0; i < n->n_in; i++)
+        if (precision(n->in[i]->dtype) < precision(s->least)) s->least = n->in[i]->dtype;
+    s->pointwise = def->kind == KN_KIND_ELEMENTWISE || def->kind == KN_KIND_CREATION;
+    s->reduction = s->pointwise ? 1 : reduction_length(n);
+    kn_scope_push();
+    kn_status st = fill_reference(s, n, device);
+    kn_scope_pop();
+    if (st != KN_OK) {
+        shadow_free(s);
+        return st;
+    }
+    *out = s;
+    return KN_OK;
+}
+
+static kn_status run_reference(kn_shadow *s, const char *op_call) {
+    kn_status st = s->ref->sync(); /* the copies to the reference device have landed */
+    if (st == KN_OK) st = kn_node_execute(s->ref, &s->node);
+    if (st == KN_OK) st = s->ref->sync();
+    if (st == KN_OK) return KN_OK;
+    char msg[640];
+    snprintf(msg, sizeof msg, "%s", kn_last_error());
+    return kn_error(st, "shadow: the float64 run of %s on %s failed: %s", op_call, s->ref->name, msg);
+}
+
+/* The values of one output that disagree, and the one with the largest error. */
+typedef struct mismatch {
+    int64_t count, index;
+    double got, want, err;
+} mismatch;
+
+static void note(mismatch *m, int64_t i, double got, double want, double err) {
+    if (m->count++ == 0 || err > m->err) *m = (mismatch){m->count, i, got, want, err};
+}
+
+static double round_to(double v, kn_dtype d) {
+    switch (d) {
+    case KN_F32: return (float)v;
+    case KN_F16: return kn_f16_to_f32(kn_f64_to_f16(v));
+    case KN_BF16: return kn_bf16_to_f32(kn_f64_to_bf16(v));
+    default: return v;
+    }
+}
+
+/* NaN matches NaN and an infinity the same infinity; any other non-finite pair differs. */
+static void compare_floats(const double *got, const double *want, int64_t count, kn_dtype dtype, tolerance tol,
+                           double scale, bool pointwise, mismatch *m) {
+    double largest = 0;
+    for (int64_t i = 0; i < count; i++)
+        if (isfinite(want[i]) && fabs(want[i]) > largest) largest = fabs(want[i]);
+    if (pointwise && largest > 1) largest = 1;
+    for (int64_t i = 0; i < count; i++) {
+        double g = got[i], w = round_to(want[i], dtype), err = INFINITY;
+        bool ok;
+        if (isnan(g) || isnan(w)) ok = isnan(g) && isnan(w);
+        else if (isinf(g) || isinf(w)) ok = g == w;
+        else err = fabs(g - w), ok = err <= scale * (tol.rtol * fabs(w) + tol.atol * largest) + tol.tiny;
+        if (!ok) note(m, i, g, want[i], err);
+    }
+}
+
+static void format_index(int64_t flat, const kn_tensor *t, char *buf, size_t size) {
+    int64_t idx[KN_MAX_DIMS];
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        idx[d] = t->shape[d] ? flat % t->shape[d] : 0;
+        flat = t->shape[d] ? flat / t->shape[d] : 0;
+    }
+    size_t len = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < t->ndim && len < size; d++)
+        len += (size_t)snprintf(buf + len, size - len, d ? ", %lld" : "%lld", (long long)idx[d]);
+    if (len < size) snprintf(buf + len, size - len, "]");
+}
+
+/* Compares output k of the real op with the reference's; the error names the divergence. */
+static kn_status compare_output(const kn_shadow *s, int k, const char *op_call) {
+    kn_tensor *real = s->real[k];
+    int64_t count = kn_numel(real);
+    double *got = read_values(real), *want = got ? read_values(s->node.out[k]) : NULL;
+    if (!want) {
+        free(got);
+        return kn_last_status();
+    }
+    mismatch m = {0};
+    bool is_float = kn_dtype_is_float(real->dtype);
+    kn_dtype tol_dtype = precision(s->least) < precision(real->dtype) ? s->least : real->dtype;
+    tolerance tol = is_float ? tolerances[tol_dtype] : (tolerance){0, 0, 0};
+    double scale = sqrt(s->reduction);
+    if (is_float) compare_floats(got, want, count, real->dtype, tol, scale, s->pointwise, &m);
+    else
+        for (int64_t i = 0; i < count; i++)
+            if (got[i] != want[i]) note(&m, i, got[i], want[i], fabs(got[i] - want[i]));
+    free(got);
+    free(want);
+    if (!m.count) return KN_OK;
+
+    char module[320] = "", site[256], index[160], scaled[96] = "";
+    const char *path = kn_module_current_path();
+    if (path) snprintf(module, sizeof module, " at module %s", path);
+    kn_call_site(site, sizeof site);
+    format_index(m.index, real, index, sizeof index);
+    if (!is_float)
+        return kn_error(KN_ERR_NUMERIC,
+                        "shadow: first divergent op: %s%s called from %s: output %d (%s) differs at index %s "
+                        "(got %.0f, want %.0f; %lld of %lld values differ)",
+                        op_call, module, site, k, kn_dtype_name(real->dtype), index, m.got, m.want,
+                        (long long)m.count, (long long)count);
+    if (scale > 1) snprintf(scaled, sizeof scaled, ", x%.3g for a reduction over %.0f values", scale, s->reduction);
+    return kn_error(KN_ERR_NUMERIC,
+                    "shadow: first divergent op: %s%s called from %s: output %d max abs error %.1e at index %s "
+                    "(got %.6g, want %.6g; %s tolerance rtol %g atol %g%s; %lld of %lld values outside)",
+                    op_call, module, site, k, m.err, index, m.got, m.want, kn_dtype_name(tol_dtype), tol.rtol,
+                    tol.atol, scaled, (long long)m.count, (long long)count);
+}
+
+kn_status kn_shadow_end(kn_shadow *s, kn_status real, const char *op_call) {
+    kn_status st = real;
+    if (st == KN_OK) {
+        atomic_fetch_add_explicit(&ops_checked, 1, memory_order_relaxed);
+        st = run_reference(s, op_call);
+        for (int k = 0; k < s->node.n_out && st == KN_OK; k++) st = compare_output(s, k, op_call);
+    }
+    shadow_free(s);
+    return st;
+}
+
+void kn_shadow_skip(void) {
+    kn_device device;
+    if (kn_shadow_reference(&device)) atomic_fetch_add_explicit(&ops_skipped, 1, memory_order_relaxed);
+}
+
+void kn_shadow_counts(int64_t *checked, int64_t *skipped) {
+    if (checked) *checked = atomic_load_explicit(&ops_checked, memory_order_relaxed);
+    if (skipped) *skipped = atomic_load_explicit(&ops_skipped, memory_order_relaxed);
+}
