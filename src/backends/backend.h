@@ -47,6 +47,11 @@ typedef struct kn_backend {
     void (*launch)(kn_node *n);
     kn_status (*sync)(void);
 
+    /* Custom ops with a source kernel (src/ops/custom.c): makes op id's kernel for dtype ready
+     * (compiling it through the cache) before a call is recorded, so that a compile error is
+     * the call's. NULL for a backend that cannot run source kernels. */
+    kn_status (*custom_prepare)(int id, kn_dtype dtype);
+
     /* Prebuilt kernels, indexed by op. Generated-code hooks (compile/launch a program) are
      * added by the fused-mode work; until then a backend has only these. */
     kn_kernel_entry kernels[KN_OP_COUNT];
