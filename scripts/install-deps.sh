@@ -2,7 +2,7 @@
 # Makes sure the Debian packages kiln builds against are present. As root it installs
 # what is missing; otherwise it prints the exact command and stops.
 set -e
-PACKAGES="cmake make gcc pkg-config libopenblas-dev libcjson-dev"
+PACKAGES="cmake make gcc pkg-config libopenblas-dev libcjson-dev libxxhash-dev"
 
 missing=""
 for p in $PACKAGES; do

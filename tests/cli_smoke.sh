@@ -10,9 +10,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$kiln" ops --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert any(o["name"]=="add" for o in d["ops"])' 2>/dev/null \
   || "$kiln" ops --json | grep -q '"name": *"add"' || fail "ops --json"
 "$kiln" info | grep -q 'threads:' || fail "info"
+"$kiln" cache stats | grep -q "^entries:" || fail "cache stats"
 set +e
 "$kiln" nosuchcommand >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown command exits 2"
 "$kiln" ops --device nowhere >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad device exits 2"
 KILN_MODE=bogus "$kiln" info >/dev/null 2>&1; [ $? -ne 0 ] || fail "bad KILN_MODE is an error"
+"$kiln" cache nosuch >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown cache subcommand exits 2"
 set -e
 echo "cli_smoke: 1 passed, 0 failed"

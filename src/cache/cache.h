@@ -35,6 +35,9 @@ const char *kn_ccache_dir(void);
  * stores do nothing. */
 void kn_ccache_set_enabled(bool on);
 bool kn_ccache_enabled(void);
+/* Sets this process's bound in bytes, overriding $KILN_CACHE_MAX_MB (whose unit is too coarse
+ * for tests); 0 or less goes back to the environment's. */
+void kn_ccache_set_max_bytes(int64_t bytes);
 
 /* Looks an entry up on disk. On a valid entry writes its path to path_out (size bytes) and
  * returns true; the file is the payload followed by the trailer. Absent, unreadable or corrupt
