@@ -1,10 +1,13 @@
 /* Custom ops registered from C (include/kiln/custom_op.h): C-function kernels and source
  * kernels, forward against float64 references and backward by gradcheck, in every mode this
  * build has and on the meta device; registration, call and kernel errors. */
+#define _GNU_SOURCE /* mkdtemp, setenv, nftw */
+#include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gradcheck.h"
 
@@ -140,7 +143,46 @@ static kn_status checked_cpu(const kn_custom_tensor *in, int n_in, const kn_cust
     return KN_OK;
 }
 
-static int softplus_id, sincos_id, hypot_id, rowsum_id, checked_id, cuda_only_id;
+/* ---- source kernels: my_swish (unary, attribute a) and my_gate (two inputs, a and b) ------ */
+
+#define SWISH_SOURCE "x * kn_sigmoid(a * x)"
+
+static kn_status swish_backward(const kn_custom_grad_ctx *c, kn_tensor *const *g, kn_tensor **gin) {
+    /* d/dx x s(ax) = s + a x s (1 - s) */
+    double a = c->attrs->f[0];
+    kn_tensor *s = kn_sigmoid(kn_mul_scalar(c->in[0], a));
+    kn_tensor *ds = kn_mul(kn_mul_scalar(c->in[0], a), kn_mul(s, kn_add_scalar(kn_neg(s), 1)));
+    gin[0] = kn_mul(g[0], kn_add(s, ds));
+    return gin[0] ? KN_OK : kn_last_status();
+}
+
+static kn_status gate_backward(const kn_custom_grad_ctx *c, kn_tensor *const *g, kn_tensor **gin) {
+    /* x s(a y) + b: dx = s, dy = a x s (1 - s) */
+    double a = c->attrs->f[0];
+    kn_tensor *s = kn_sigmoid(kn_mul_scalar(c->in[1], a));
+    if (c->needs[0]) gin[0] = kn_mul(g[0], s);
+    if (c->needs[1]) gin[1] = kn_mul(g[0], kn_mul_scalar(kn_mul(c->in[0], kn_mul(s, kn_add_scalar(kn_neg(s), 1))), a));
+    return s ? KN_OK : kn_last_status();
+}
+
+/* ---- my_count_positive: an integer output, which needs no gradient ------------------------ */
+
+static kn_status count_infer(kn_tensor *const *in, int n_in, const kn_custom_attrs *attrs, kn_shape *shapes,
+                             kn_dtype *dtypes, void *user) {
+    shapes[0] = KN_SHAPE0;
+    dtypes[0] = KN_I64;
+    return float_only(in, n_in);
+}
+
+static kn_status count_cpu(const kn_custom_tensor *in, int n_in, const kn_custom_tensor *out, int n_out,
+                           const kn_custom_attrs *attrs, void *user) {
+    int64_t count = 0;
+    for (int64_t i = 0; i < in[0].numel; i++) count += load(&in[0], i) > 0;
+    *(int64_t *)out->data = count;
+    return KN_OK;
+}
+
+static int count_id, softplus_id, sincos_id, hypot_id, rowsum_id, checked_id, cuda_only_id, swish_id, gate_id;
 
 static void register_ops(void) {
     softplus_id = kn_custom_op_register(&(kn_custom_op_def){.name = "my_softplus", .n_inputs = 1, .n_outputs = 1,
@@ -157,6 +199,13 @@ static void register_ops(void) {
                                                           .infer = rowsum_infer, .kernels[KN_DEVICE_CPU] = rowsum_cpu});
     checked_id = kn_custom_op_register(&(kn_custom_op_def){.name = "my_checked", .n_inputs = 1, .n_outputs = 1,
                                                            .kernels[KN_DEVICE_CPU] = checked_cpu});
+    swish_id = kn_custom_op_register(&(kn_custom_op_def){.name = "my_swish", .n_inputs = 1, .n_outputs = 1,
+                                                         .source = SWISH_SOURCE, .backward = swish_backward});
+    gate_id = kn_custom_op_register(&(kn_custom_op_def){.name = "my_gate", .n_inputs = 2, .n_outputs = 1,
+                                                        .source = "x * kn_sigmoid(a * y) + b",
+                                                        .backward = gate_backward});
+    count_id = kn_custom_op_register(&(kn_custom_op_def){.name = "my_count_positive", .n_inputs = 1, .n_outputs = 1,
+                                                         .infer = count_infer, .kernels[KN_DEVICE_CPU] = count_cpu});
     cuda_only_id = kn_custom_op_register(&(kn_custom_op_def){.name = "my_cuda_only", .n_inputs = 1, .n_outputs = 1,
                                                              .kernels[KN_DEVICE_CUDA] = softplus_cpu});
 }
@@ -258,6 +307,116 @@ static void test_custom_op_traces_shapes_on_meta(void) {
     CHECK_SHAPE(c, KN_SHAPE(6, 7));
 }
 
+static double swish(double x, double a) { return x / (1 + exp(-a * x)); }
+
+static kn_tensor *f_swish(kn_tensor *const *in, const void *ctx) {
+    return kn_custom_call1(swish_id, 1, in, &(kn_custom_attrs){.f = {0.7}});
+}
+
+static kn_tensor *f_gate(kn_tensor *const *in, const void *ctx) {
+    return kn_custom_call1(gate_id, 2, in, &(kn_custom_attrs){.f = {1.3, -0.25}});
+}
+
+static void test_source_kernel_forward_every_float_dtype_and_mode(void) {
+    for (int m = 0; m < N_MODES; m++) {
+        if (!enter_mode(MODES[m])) continue;
+        for (int k = 0; k < 4; k++) {
+            kn_dtype dt = FLOAT_DTYPES[k];
+            kn_tensor *x = kn_transpose(rand_tensor(KN_SHAPE(5, 3), dt, -4, 4), 0, 1); /* non-contiguous */
+            double *v = read_f64(x), want[15];
+            for (int i = 0; i < 15; i++) want[i] = swish(v[i], 0.7);
+            kn_tensor *y = f_swish(&x, NULL);
+            CHECK(y && kn_dtype_of(y) == dt);
+            CHECK_SHAPE(y, KN_SHAPE(3, 5));
+            char what[64];
+            snprintf(what, sizeof what, "my_swish %s %s", kn_dtype_name(dt), kn_mode_name(MODES[m]));
+            CHECK_CLOSE(y, want, tol_for(dt), what);
+            free(v);
+        }
+    }
+    kn_set_mode(KN_MODE_STRICT);
+}
+
+static void test_source_kernel_broadcasts_and_promotes(void) {
+    for (int m = 0; m < N_MODES; m++) {
+        if (!enter_mode(MODES[m])) continue;
+        /* f32 [3, 1] with f64 [4] -> f64 [3, 4]; an integer operand computes in f32 */
+        kn_tensor *x = rand_tensor(KN_SHAPE(3, 1), KN_F32, -2, 2), *y = rand_tensor(KN_SHAPE(4), KN_F64, -2, 2);
+        kn_tensor *z = f_gate((kn_tensor *[]){x, y}, NULL);
+        CHECK(z && kn_dtype_of(z) == KN_F64);
+        CHECK_SHAPE(z, KN_SHAPE(3, 4));
+        double *xv = read_f64(x), *yv = read_f64(y), want[12];
+        for (int i = 0; i < 12; i++) want[i] = xv[i / 4] / (1 + exp(-1.3 * yv[i % 4])) - 0.25;
+        CHECK_CLOSE(z, want, tol_for(KN_F64), "my_gate broadcast");
+        double iv[3] = {-1, 0, 2};
+        kn_tensor *xi = tensor_from(iv, KN_SHAPE(3), KN_I32), *zi = f_gate((kn_tensor *[]){xi, xi}, NULL);
+        CHECK(zi && kn_dtype_of(zi) == KN_F32);
+        double want_i[3];
+        for (int i = 0; i < 3; i++) want_i[i] = iv[i] / (1 + exp(-1.3 * iv[i])) - 0.25;
+        CHECK_CLOSE(zi, want_i, tol_for(KN_F32), "my_gate of i32");
+        free(xv);
+        free(yv);
+    }
+    kn_set_mode(KN_MODE_STRICT);
+}
+
+static void test_source_kernel_gradient_in_every_mode(void) {
+    for (int m = 0; m < N_MODES; m++) {
+        if (!enter_mode(MODES[m])) continue;
+        GRADCHECK("my_swish", f_swish, NULL, 1, GC_IN(KN_SHAPE(3, 4), -3, 3));
+        GRADCHECK("my_gate", f_gate, NULL, 2, GC_IN(KN_SHAPE(3, 1), -2, 2), GC_IN(KN_SHAPE(4), -2, 2));
+    }
+    kn_set_mode(KN_MODE_STRICT);
+}
+
+/* The first call of a (source, dtype) compiles it or loads it from the disk cache; later
+ * calls reuse it, and another op with the same source shares the compiled kernel. */
+static void test_source_kernel_compiles_once(void) {
+    kn_custom_op_def def = {.name = "my_cube", .n_inputs = 1, .n_outputs = 1, .source = "x * x * x + a"};
+    int cube = kn_custom_op_register(&def);
+    def.name = "my_cube_again";
+    int again = kn_custom_op_register(&def);
+    kn_tensor *x = rand_tensor(KN_SHAPE(8), KN_F32, -1, 1);
+    kn_stats s0, s1, s2, s3;
+    kn_stats_get(&s0);
+    CHECK(kn_custom_call1(cube, 1, &x, NULL) != NULL);
+    kn_stats_get(&s1);
+    CHECK(s1.compiles + s1.cache_disk_hits - s0.compiles - s0.cache_disk_hits == 1);
+    CHECK(kn_custom_call1(cube, 1, &x, NULL) != NULL);
+    kn_stats_get(&s2);
+    CHECK(s2.compiles == s1.compiles && s2.cache_disk_hits == s1.cache_disk_hits);
+    CHECK(kn_custom_call1(again, 1, &x, NULL) != NULL);
+    kn_stats_get(&s3);
+    CHECK(s3.compiles == s2.compiles && s3.cache_memory_hits == s2.cache_memory_hits + 1);
+}
+
+static void test_source_kernel_traces_on_meta_without_compiling(void) {
+    kn_tensor *x = kn_to_device(rand_tensor(KN_SHAPE(2, 1), KN_F16, -1, 1), KN_META);
+    kn_tensor *y = kn_to_device(rand_tensor(KN_SHAPE(5), KN_F16, -1, 1), KN_META);
+    kn_stats s0, s1;
+    kn_stats_get(&s0);
+    kn_tensor *z = f_gate((kn_tensor *[]){x, y}, NULL);
+    kn_stats_get(&s1);
+    CHECK(z && kn_dtype_of(z) == KN_F16 && kn_device_of(z).type == KN_DEVICE_META);
+    CHECK_SHAPE(z, KN_SHAPE(2, 5));
+    CHECK(s1.compiles == s0.compiles);
+}
+
+static void test_source_kernel_errors(void) {
+    static int broken = -1, domain = -1;
+    if (broken < 0) {
+        broken = kn_custom_op_register(&(kn_custom_op_def){.name = "my_broken", .n_inputs = 1, .n_outputs = 1,
+                                                           .source = "x +* no_such_function(x)"});
+        domain = kn_custom_op_register(&(kn_custom_op_def){.name = "my_domain", .n_inputs = 1, .n_outputs = 1,
+                                                           .source = "(x < KC(0) ? (bad = 1) : 0, kn_sqrt(x))"});
+    }
+    kn_tensor *x = rand_tensor(KN_SHAPE(3), KN_F32, -1, -0.5);
+    CHECK_ERROR(kn_custom_call1(broken, 1, &x, NULL) != NULL, KN_ERR_ARG,
+                "my_broken(f32[3]): its source kernel for f32 does not build: kiln jit:");
+    CHECK(kn_custom_call1(domain, 1, &x, NULL) != NULL);
+    CHECK_ERROR(kn_sync() == KN_OK, KN_ERR_ARG, "my_domain(f32[3]): its source kernel reported a domain error");
+}
+
 /* ---- errors ------------------------------------------------------------------------------- */
 
 static void test_registration_errors(void) {
@@ -327,12 +486,20 @@ static void test_kernel_error_is_reported_like_a_builtin_kernels(void) {
 static void test_op_without_backward_refuses_grad(void) {
     kn_tensor *x = kn_requires_grad(rand_tensor(KN_SHAPE(2, 3), KN_F32, 0, 1), true);
     CHECK_ERROR(kn_custom_call1(rowsum_id, 1, &x, NULL) != NULL, KN_ERR_UNSUPPORTED,
-                "my_rowsum(f32[2, 3]): custom op has no gradient");
+                "my_rowsum(f32[2, 3]): custom op my_rowsum has no gradient");
     kn_no_grad_push();
     kn_tensor *s = kn_custom_call1(rowsum_id, 1, &x, NULL);
     kn_no_grad_pop();
     CHECK(s && !kn_needs_grad(s));
     CHECK(kn_custom_call1(rowsum_id, 1, (kn_tensor *[]){kn_detach(x)}, NULL) != NULL);
+}
+
+static void test_integer_output_needs_no_gradient(void) {
+    double v[5] = {-1, 2, 0, 3, -4};
+    kn_tensor *x = kn_requires_grad(tensor_from(v, KN_SHAPE(5), KN_F32), true);
+    kn_tensor *n = kn_custom_call1(count_id, 1, &x, NULL);
+    double got = -1;
+    CHECK(n && kn_dtype_of(n) == KN_I64 && !kn_needs_grad(n) && kn_item(n, &got) == KN_OK && got == 2);
 }
 
 static void test_saved_input_modified_in_place_is_caught(void) {
@@ -386,23 +553,37 @@ static void test_table_has_one_custom_op(void) {
     CHECK(found == 1);
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) { return remove(path); }
+
 int main(void) {
+    /* Source kernels compile into a cache of this run's own unless the caller chose one. */
+    char cache_dir[] = "/tmp/kiln-test-custom-op-XXXXXX";
+    bool own_cache = !getenv("KILN_CACHE_DIR") && mkdtemp(cache_dir);
+    if (own_cache) setenv("KILN_CACHE_DIR", cache_dir, 1);
     register_ops();
     CHECK_MSG(softplus_id >= 0 && sincos_id >= 0 && hypot_id >= 0 && rowsum_id >= 0 && checked_id >= 0 &&
-                  cuda_only_id >= 0,
+                  cuda_only_id >= 0 && count_id >= 0 && swish_id >= 0 && gate_id >= 0,
               "registration failed: %s", kn_last_error());
     RUN(test_softplus_c_kernel_forward_in_every_mode);
     RUN(test_softplus_c_kernel_gradient_in_every_mode);
     RUN(test_two_output_op_forward_and_gradient);
     RUN(test_two_input_op_broadcasts_forward_and_gradient);
     RUN(test_custom_op_traces_shapes_on_meta);
+    RUN(test_source_kernel_forward_every_float_dtype_and_mode);
+    RUN(test_source_kernel_broadcasts_and_promotes);
+    RUN(test_source_kernel_gradient_in_every_mode);
+    RUN(test_source_kernel_compiles_once);
+    RUN(test_source_kernel_traces_on_meta_without_compiling);
+    RUN(test_source_kernel_errors);
     RUN(test_registration_errors);
     RUN(test_call_errors_name_the_op);
     RUN(test_device_without_kernel_is_refused);
     RUN(test_kernel_error_is_reported_like_a_builtin_kernels);
     RUN(test_op_without_backward_refuses_grad);
+    RUN(test_integer_output_needs_no_gradient);
     RUN(test_saved_input_modified_in_place_is_caught);
     RUN(test_registration_is_thread_safe);
     RUN(test_table_has_one_custom_op);
+    if (own_cache) nftw(cache_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     return test_summary();
 }
