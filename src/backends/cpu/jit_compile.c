@@ -19,8 +19,6 @@
 #include "core/error.h"
 #include "core/stats.h"
 
-extern char **environ;
-
 /* Generated code is built without kiln's sanitizers even in a sanitized build: it is loaded
  * with dlopen, and needs no instrumentation to be correct. */
 static const char *const flags[] = {
@@ -69,7 +67,7 @@ static int run_captured(char *const *argv, const char *cwd, char **out) {
             if (errno == EINTR) continue;
             break;
         }
-        size_t keep = buf && n < OUTPUT_MAX ? (size_t)r < OUTPUT_MAX - n ? (size_t)r : OUTPUT_MAX - n : 0;
+        size_t room = buf ? OUTPUT_MAX - n : 0, keep = (size_t)r < room ? (size_t)r : room;
         if (keep) memcpy(buf + n, sink, keep);
         n += keep;
     }
@@ -172,7 +170,10 @@ static void first_error_lines(const char *out, char *msg, size_t size) {
     else
         start = out ? out : "(no output)";
     const char *end = start;
-    for (int lines = 0; lines < 4 && *end; lines++) end = strchr(end, '\n') ? strchr(end, '\n') + 1 : end + strlen(end);
+    for (int lines = 0; lines < 4 && *end; lines++) {
+        const char *newline = strchr(end, '\n');
+        end = newline ? newline + 1 : end + strlen(end);
+    }
     while (end > start && (end[-1] == '\n' || end[-1] == ' ')) end--;
     snprintf(msg, size, "%.*s", (int)(end - start), start);
 }
