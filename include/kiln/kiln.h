@@ -8,6 +8,7 @@
 #include "kiln/optable.h"
 #include "kiln/runtime.h"
 #include "kiln/autograd.h"
+#include "kiln/custom_op.h"
 #include "kiln/nn.h"
 #include "kiln/data.h"
 #include "kiln/optim.h"

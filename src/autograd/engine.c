@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/tensor_impl.h"
 #include "kiln/ops.h"
+#include "ops/custom_registry.h"
 
 typedef struct node_list {
     kn_ag_node **items;
@@ -25,7 +26,9 @@ static bool list_push(node_list *l, kn_ag_node *n) {
     return true;
 }
 
-static const char *node_name(const kn_ag_node *n) { return n->is_view ? "view" : kn_op_name(n->op); }
+static const char *node_name(const kn_ag_node *n) {
+    return n->is_view ? "view" : kn_op_name_in(n->op, &n->attrs);
+}
 
 /* Every node reachable from root, each with `pending` = the number of edges into it. */
 static kn_status collect(kn_ag_node *root, node_list *all) {

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/tensor_impl.h"
 #include "exec/dispatch.h"
+#include "ops/custom_registry.h"
 
 bool kn_ag_wants(kn_tensor *const *in, int n_in) {
     if (!kn_is_grad_enabled()) return false;
@@ -60,7 +61,7 @@ static kn_status note_in_place(const kn_node *n) {
             return kn_error(KN_ERR_ARG,
                             "%s(%s): writes in place into %s, which requires grad; do it under "
                             "kn_no_grad_push (as optimizers do) or on a kn_detach'ed tensor",
-                            kn_op_name(n->op), inputs, kn_describe(o, desc, sizeof desc));
+                            kn_op_name_in(n->op, &n->attrs), inputs, kn_describe(o, desc, sizeof desc));
         }
     }
     return KN_OK;
@@ -78,7 +79,7 @@ kn_status kn_ag_record_op(const kn_node *n, kn_ag_node **out_node) {
         return kn_error(KN_ERR_UNSUPPORTED,
                         "%s(%s): kiln has no gradient formula for %s; run it under kn_no_grad_push or on "
                         "kn_detach'ed inputs",
-                        kn_op_name(n->op), inputs, kn_op_name(n->op));
+                        kn_op_name_in(n->op, &n->attrs), inputs, kn_op_name_in(n->op, &n->attrs));
     }
     bool any_fresh = false;
     for (int j = 0; j < n->n_out; j++)
@@ -88,7 +89,7 @@ kn_status kn_ag_record_op(const kn_node *n, kn_ag_node **out_node) {
         return kn_error(KN_ERR_ARG,
                         "%s(%s): writes a result that requires grad into an existing tensor, which autograd "
                         "cannot track; use the op's returned tensor instead, or do it under kn_no_grad_push",
-                        kn_op_name(n->op), inputs);
+                        kn_op_name_in(n->op, &n->attrs), inputs);
     }
     kn_ag_node *g = node_new(n->n_in);
     if (!g) return kn_last_status();

@@ -53,6 +53,11 @@ typedef struct kn_backend {
      * NULL for a backend that generates no code (its nodes then run one by one). */
     kn_status (*compile_fused)(const struct kn_fused_ir *const *irs, int n, kn_fused_fn *fns);
 
+    /* Custom ops with a source kernel (src/ops/custom.c): makes op id's kernel for dtype ready
+     * (compiling it through the cache) before a call is recorded, so that a compile error is
+     * the call's. NULL for a backend that cannot run source kernels. */
+    kn_status (*custom_prepare)(int id, kn_dtype dtype);
+
     /* Prebuilt kernels, indexed by op. */
     kn_kernel_entry kernels[KN_OP_COUNT];
 } kn_backend;

@@ -9,6 +9,7 @@
 #include "exec/dispatch.h"
 #include "exec/shadow.h"
 #include "kiln/ops.h"
+#include "ops/custom_registry.h"
 
 static _Thread_local bool checking;
 
@@ -47,7 +48,7 @@ kn_status kn_debug_run(kn_backend *b, kn_node *n) {
         }
     }
     /* Keep the node's outputs alive past the launch, which frees the node. */
-    kn_op_id op = n->op;
+    const char *name = kn_op_name_in(n->op, &n->attrs);
     char inputs[320];
     kn_op_describe_inputs(n, inputs, sizeof inputs);
     int n_out = n->n_out;
@@ -63,7 +64,7 @@ kn_status kn_debug_run(kn_backend *b, kn_node *n) {
             if (bad > 0) {
                 char d[96];
                 st = kn_error(KN_ERR_NUMERIC, "debug mode: %s(%s) produced %lld NaN/Inf value%s in output %d (%s) from finite inputs",
-                              kn_op_name(op), inputs, (long long)bad, bad == 1 ? "" : "s", i,
+                              name, inputs, (long long)bad, bad == 1 ? "" : "s", i,
                               kn_describe(outs[i], d, sizeof d));
             }
         }

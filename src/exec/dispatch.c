@@ -15,6 +15,7 @@
 #include "exec/debug_check.h"
 #include "exec/fused.h"
 #include "exec/shadow.h"
+#include "ops/custom_registry.h"
 
 static void dtype_list(uint32_t mask, char *buf, size_t size) {
     size_t len = 0;
@@ -68,7 +69,7 @@ void *kn_op_fail(kn_opctx *c, kn_status code, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     kn_op_describe_inputs(c->node, inputs, sizeof inputs);
-    kn_error(code, "%s(%s): %s", kn_op_name(c->node->op), inputs, msg);
+    kn_error(code, "%s(%s): %s", kn_op_name_in(c->node->op, &c->node->attrs), inputs, msg);
     kn_node_free(c->node);
     c->node = NULL;
     return NULL;

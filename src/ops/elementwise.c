@@ -8,9 +8,7 @@
 
 static int category(kn_dtype d) { return d == KN_BOOL ? 0 : kn_dtype_is_int(d) ? 1 : 2; }
 
-/* PyTorch's result_type: dimensioned operands decide unless a 0-d operand is of a higher
- * category (bool < int < float). */
-static kn_dtype result_dtype(kn_tensor *const *in, int n) {
+kn_dtype kn_result_dtype(kn_tensor *const *in, int n) {
     bool have_dim = false, have_zero = false;
     kn_dtype dim_t = KN_BOOL, zero_t = KN_BOOL;
     for (int i = 0; i < n; i++) {
@@ -60,7 +58,7 @@ static kn_tensor *elementwise(kn_op_id op, int n_in, kn_tensor *const *in, bool 
         if (!in[i]) return elementwise_checked(op, n_in, in, bool_out, a, b); /* reports the NULL */
         any_bool |= in[i]->dtype == KN_BOOL;
     }
-    kn_dtype promoted = result_dtype(in, n_in);
+    kn_dtype promoted = kn_result_dtype(in, n_in);
     if (!any_bool || promoted == KN_BOOL || n_in > 3) return elementwise_checked(op, n_in, in, bool_out, a, b);
     kn_tensor *cast[3] = {NULL, NULL, NULL};
     bool ok = true;
@@ -86,7 +84,7 @@ static kn_tensor *elementwise_checked(kn_op_id op, int n_in, kn_tensor *const *i
         }
         shape = next;
     }
-    kn_dtype compute = result_dtype(in, n_in);
+    kn_dtype compute = kn_result_dtype(in, n_in);
     if ((kn_op_table[op].flags & KN_OPF_INT_TO_FLOAT) && !kn_dtype_is_float(compute)) compute = KN_F32;
     if (compute == KN_BOOL && !(kn_op_table[op].dtypes & KN_DT(KN_BOOL)))
         return kn_op_fail(&c, KN_ERR_DTYPE, "%s does not take bool operands; cast them first", kn_op_name(op));
@@ -168,7 +166,7 @@ kn_tensor *kn_where(kn_tensor *cond, kn_tensor *a, kn_tensor *b) {
         return NULL;
     }
     /* cond takes part in broadcasting but not in promotion: it is cast to the values' dtype. */
-    kn_dtype values = result_dtype((kn_tensor *[]){a, b}, 2);
+    kn_dtype values = kn_result_dtype((kn_tensor *[]){a, b}, 2);
     kn_tensor *c = cond->dtype == values ? kn_retain(cond) : kn_cast(cond, values);
     if (!c) return NULL;
     kn_tensor *out = elementwise(KN_OP_where, 3, (kn_tensor *[]){c, a, b}, false, 0, 0);

@@ -12,4 +12,8 @@ kn_tensor *kn_empty_on(kn_shape shape, kn_dtype dtype, kn_device device);
  * out-of-range dims (error naming op). KN_ALL_DIMS becomes every dim. */
 bool kn_normalize_dims(const char *op, kn_shape dims, int ndim, kn_shape *out);
 
+/* PyTorch's result_type of n tensors: dimensioned operands decide unless a 0-d operand is of
+ * a higher category (bool < int < float). */
+kn_dtype kn_result_dtype(kn_tensor *const *in, int n);
+
 #endif

@@ -6,6 +6,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/custom_source.h"
 #include "backends/cpu/stream.h"
 #include "core/caching_allocator.h"
 #include "core/runtime_impl.h"
@@ -89,6 +90,7 @@ kn_backend kn_cpu_backend = {
     .type = KN_DEVICE_CPU,
     .holds_values = true,
     .init = cpu_init,
+    .custom_prepare = kn_cpu_custom_prepare,
     .available = cpu_available,
     .alloc = cpu_alloc,
     .free = cpu_free,

@@ -86,6 +86,7 @@ extern const kn_kernel_reg kn_cpu_kernels_nn[];
 extern const kn_kernel_reg kn_cpu_kernels_loss[];
 extern const kn_kernel_reg kn_cpu_kernels_optim[];
 extern const kn_kernel_reg kn_cpu_kernels_fused[];
+extern const kn_kernel_reg kn_cpu_kernels_custom[];
 /* NULL-terminated list of the above, registered at start-up. */
 extern const kn_kernel_reg *const kn_cpu_kernel_families[];
 
