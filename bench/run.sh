@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs kiln's benchmarks from a build folder (default: build), then PyTorch's on the same
-# shapes when python3 and torch are there, and prints kiln against PyTorch side by side.
-# Usage: sh bench/run.sh [build-dir]
+# shapes when python3 and torch are there, and prints kiln against PyTorch side by side; then
+# the fused-mode benchmarks (bench/fused_compare.sh, bench/first_step.sh; README-fused.md).
+# Usage: sh bench/run.sh [build-dir]     (KILN_BENCH_FUSED=0: without the fused-mode part)
 set -u
 BUILD=${1:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -42,5 +43,18 @@ for r in rows:
     speedup = r["value"] / t["value"] if higher_better else t["value"] / r["value"]
     print("%-22s %-28s %-10s %12.3f %12.3f %8.2f" % (r["bench"], r["shape"], r["unit"], r["value"], t["value"], speedup))
 '
+fi
+
+# Fused eager mode (issue 4): the blocks in strict and fused mode against PyTorch eager, then
+# the time to a GPT-2 124M model's first training step. KILN_BENCH_FUSED=0 leaves both out.
+if [ "${KILN_BENCH_FUSED:-1}" != 0 ]; then
+    echo
+    if [ -x "$BUILD/bench_fused" ]; then
+        sh "$HERE/fused_compare.sh" "$BUILD" || status=1
+    else
+        echo "bench_fused not built in $BUILD: fused-mode blocks skipped"
+    fi
+    echo
+    sh "$HERE/first_step.sh" "$BUILD" || status=1
 fi
 exit $status
