@@ -72,7 +72,7 @@ kn_status kn_debug_run(kn_backend *b, kn_node *n) {
     }
     if (shadow) {
         char call[400];
-        snprintf(call, sizeof call, "%s(%s)", kn_op_name(op), inputs);
+        snprintf(call, sizeof call, "%s(%s)", name, inputs);
         checking = true;
         st = kn_shadow_end(shadow, st, call);
         checking = false;

@@ -12,7 +12,7 @@
 /* The call's attributes and the id share the node's slots without overlapping. */
 _Static_assert(KN_CUSTOM_MAX_ATTRS <= KN_CUSTOM_ID_SLOT && KN_CUSTOM_MAX_ATTRS <= sizeof(kn_attrs){0}.f / sizeof(double),
                "custom op attributes must fit the node's slots");
-_Static_assert(KN_CUSTOM_MAX_OUTPUTS == KN_NODE_MAX_OUT, "a custom op's outputs are a node's");
+_Static_assert(KN_CUSTOM_MAX_OUTPUTS <= KN_NODE_MAX_OUT, "a custom op's outputs are a node's");
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(kn_custom_entry *) entries[KN_CUSTOM_MAX_OPS];
