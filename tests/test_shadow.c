@@ -149,6 +149,40 @@ static void test_wrong_kernel_is_named_with_module_and_caller(void) {
     kn_module_free(model);
 }
 
+/* A user's custom op whose f32 kernel takes a shortcut (exp by its first three Taylor terms)
+ * while its f64 kernel is exact: the shadow, which runs the op in f64, names it. */
+static kn_status taylor_softplus_cpu(const kn_custom_tensor *in, int n_in, const kn_custom_tensor *out, int n_out,
+                                     const kn_custom_attrs *attrs, void *user) {
+    for (int64_t i = 0; i < out->numel; i++) {
+        if (in->dtype == KN_F64) {
+            ((double *)out->data)[i] = log1p(exp(((const double *)in->data)[i]));
+        } else {
+            float x = ((const float *)in->data)[i];
+            ((float *)out->data)[i] = logf(1 + (1 + x + 0.5f * x * x));
+        }
+    }
+    return KN_OK;
+}
+
+__attribute__((noinline)) kn_tensor *shadow_test_custom_ops(int op, kn_tensor *x) {
+    kn_tensor *y = kn_custom_call1(op, 1, (kn_tensor *[]){kn_mul_scalar(x, 2.0)}, NULL);
+    return y ? kn_sum(kn_tanh(y), KN_ALL_DIMS, false) : NULL;
+}
+
+static void test_wrong_custom_kernel_is_the_first_divergent_op(void) {
+    int op = kn_custom_op_register(&(kn_custom_op_def){
+        .name = "taylor_softplus", .n_inputs = 1, .n_outputs = 1, .kernels[KN_DEVICE_CPU] = taylor_softplus_cpu});
+    CHECK(op >= 0);
+    kn_tensor *x = rand_tensor(KN_SHAPE(6, 5), KN_F32, 1, 2); /* where three terms are far from exp */
+    CHECK(kn_set_mode(KN_MODE_DEBUG) == KN_OK);
+    CHECK(shadow_test_custom_ops(op, x) != NULL); /* no shadow: nothing notices */
+    CHECK(kn_set_shadow("cpu") == KN_OK);
+    CHECK_ERROR(shadow_test_custom_ops(op, x) != NULL, KN_ERR_NUMERIC,
+                "shadow: first divergent op: taylor_softplus(f32[6, 5]) called from shadow_test_custom_ops+");
+    CHECK(kn_set_shadow(NULL) == KN_OK);
+    CHECK(kn_set_mode(KN_MODE_STRICT) == KN_OK);
+}
+
 static void test_module_path_names_nested_children(void) {
     kn_module *root = kn_nn_sequential_new();
     kn_module *h = kn_module_add(root, "h", kn_nn_sequential_new());
@@ -242,6 +276,7 @@ int main(int argc, char **argv) {
     RUN(test_reference_must_be_a_backend_with_values);
     RUN(test_clean_step_passes_and_matches_the_unshadowed_run);
     RUN(test_wrong_kernel_is_named_with_module_and_caller);
+    RUN(test_wrong_custom_kernel_is_the_first_divergent_op);
     RUN(test_module_path_names_nested_children);
     RUN(test_half_precision_ops_pass_at_their_tolerance);
     RUN(test_kiln_shadow_is_read_at_start_up);
