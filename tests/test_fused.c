@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 /* Fused mode: chains of elementwise ops become generated kernels with the same results as
  * strict mode, kernel counts are what the schedule promises, and sizes do not recompile. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,74 @@ static void test_gemm_epilogue_is_one_kernel(void) {
     kn_scope_pop();
 }
 
+/* Reductions of a chain over trailing dims run in the chain's kernel; the chain's values are
+ * never written unless something else reads them. Sums reorder: compared at f32 tolerance. */
+static void test_reduction_prologues(void) {
+    const kn_shape shapes[] = {KN_SHAPE(64, 48), KN_SHAPE(3, 70000)}; /* many rows; rows longer than a chunk */
+    const kn_shape dims[] = {KN_DIMS(1), KN_ALL_DIMS};
+    for (int si = 0; si < 2; si++)
+        for (int di = 0; di < 2; di++)
+            for (int op = 0; op < 4; op++) {
+                kn_scope_push();
+                kn_tensor *x = rand_tensor(shapes[si], KN_F32, -2, 2), *y = rand_tensor(shapes[si], KN_F32, -2, 2);
+                kn_tensor *r[2];
+                int64_t kernels = 0, fused = 0;
+                for (int m = 0; m < 2; m++) {
+                    kn_set_mode(m ? KN_MODE_FUSED : KN_MODE_STRICT);
+                    kn_stats before = stats_now();
+                    kn_scope_push();
+                    kn_tensor *t = kn_exp(kn_mul(kn_sub(x, y), x));
+                    kn_tensor *v = op == 0 ? kn_sum(t, dims[di], true) : op == 1 ? kn_mean(t, dims[di], false)
+                                 : op == 2 ? kn_amax(t, dims[di], false) : kn_amin(t, dims[di], true);
+                    r[m] = kn_keep(v);
+                    kn_scope_pop(); /* the chain's values die before the read */
+                    kn_stats after = stats_now();
+                    kernels = after.kernels_launched - before.kernels_launched;
+                    fused = after.fused_kernels - before.fused_kernels;
+                }
+                kn_set_mode(KN_MODE_STRICT);
+                CHECK_MSG(kernels == 1 && fused == 1, "op %d shape %d dims %d: %lld kernels (%lld fused), want one fused",
+                          op, si, di, (long long)kernels, (long long)fused);
+                double *want = read_f64(r[0]);
+                tolerance tol = tol_for(KN_F32);
+                tol.rtol *= 10; /* sums of up to 210k terms in another order */
+                if (want) CHECK_CLOSE(r[1], want, tol, "fused reduction");
+                free(want);
+                kn_release(r[0]);
+                kn_release(r[1]);
+                kn_scope_pop();
+            }
+}
+
+/* amax keeps a NaN wherever it is, as strict mode does. */
+static void test_reduction_nan(void) {
+    kn_scope_push();
+    double v[6] = {1, 2, NAN, 4, 5, 6};
+    kn_tensor *x = tensor_from(v, KN_SHAPE(2, 3), KN_F32);
+    kn_set_mode(KN_MODE_FUSED);
+    kn_tensor *m = kn_amax(kn_add_scalar(x, 1.0), KN_DIMS(1), false);
+    double *got = read_f64(m);
+    kn_set_mode(KN_MODE_STRICT);
+    CHECK(got && isnan(got[0]) && got[1] == 7);
+    free(got);
+    kn_scope_pop();
+}
+
+/* Built-in normalizations are one kernel in every mode. */
+static void test_layer_norm_is_one_kernel(void) {
+    kn_scope_push();
+    kn_tensor *x = rand_tensor(KN_SHAPE(16, 64), KN_F32, -1, 1);
+    kn_tensor *w = rand_tensor(KN_SHAPE(64), KN_F32, -1, 1), *b = rand_tensor(KN_SHAPE(64), KN_F32, -1, 1);
+    kn_set_mode(KN_MODE_FUSED);
+    kn_stats before = stats_now();
+    kn_tensor *y = kn_layer_norm(x, KN_DIMS(64), w, b, 1e-5);
+    kn_stats after = stats_now();
+    kn_set_mode(KN_MODE_STRICT);
+    CHECK(y != NULL);
+    CHECK(after.kernels_launched - before.kernels_launched == 1);
+    kn_scope_pop();
+}
+
 /* A value the user still holds is stored; one only the chain used is not (same numbers). */
 static void test_held_intermediates_are_stored(void) {
     kn_scope_push();
@@ -155,6 +224,9 @@ int main(void) {
     if (!getenv("KILN_CACHE_DIR") && mkdtemp(dir)) setenv("KILN_CACHE_DIR", dir, 1);
     RUN(test_chains_match_strict);
     RUN(test_gemm_epilogue_is_one_kernel);
+    RUN(test_reduction_prologues);
+    RUN(test_reduction_nan);
+    RUN(test_layer_norm_is_one_kernel);
     RUN(test_held_intermediates_are_stored);
     RUN(test_growing_sizes_do_not_recompile);
     RUN(test_recompile_storm_is_reported);

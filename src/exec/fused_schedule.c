@@ -17,7 +17,7 @@ typedef struct group {
     int first, count;          /* nodes[first .. first + count) */
     kn_fused_ir ir;
     kn_tensor *inputs[KN_FUSED_MAX_INPUTS];
-    kn_tensor *outputs[KN_FUSED_MAX_OUTPUTS];
+    kn_tensor *outputs[KN_FUSED_MAX_OUTPUTS]; /* stored chain values, then a reduction's result */
     kn_fused_fn fn;
 } group;
 
@@ -113,6 +113,36 @@ static bool try_add(group *g, kn_node *const *nodes, int j) {
     return true;
 }
 
+/* Whether nodes[j] reduces a value of g over trailing dims in a way the generator knows
+ * (sum, mean, amax, amin of f32/f64); if so it closes g as its reduction. */
+static bool try_close_with_reduction(group *g, kn_node *const *nodes, int j) {
+    kn_node *n = nodes[j];
+    if (n->op != KN_OP_sum && n->op != KN_OP_mean && n->op != KN_OP_amax && n->op != KN_OP_amin) return false;
+    kn_tensor *x = n->in[0];
+    if (n->n_in != 1 || n->n_out != 1 || !(n->fresh_out & 1) || (x->dtype != KN_F32 && x->dtype != KN_F64) ||
+        n->out[0]->dtype != x->dtype || kn_numel(n->out[0]) == 0)
+        return false;
+    kn_shape dims = n->attrs.s[0]; /* sorted; trailing means x's last dims.n dims */
+    for (int k = 0; k < dims.n; k++)
+        if (dims.v[k] != x->ndim - dims.n + k) return false;
+    int v = -1;
+    for (int m = 0; m < g->count && v < 0; m++)
+        if (same_geometry(nodes[g->first + m]->out[0], x)) v = g->ir.n_in + m;
+    if (v < 0) return false;
+    group save = *g;
+    g->count++; /* the reduction is the group's last node; its input's use now counts as inside */
+    int stored = 0;
+    for (int m = 0; m < g->ir.n_steps; m++) stored += escapes(nodes, g->first, g->count, nodes[g->first + m]->out[0]);
+    if (stored + 1 > KN_FUSED_MAX_OUTPUTS) {
+        *g = save;
+        return false;
+    }
+    g->ir.reduce_op = n->op;
+    g->ir.reduce_arg = v; /* a final number: steps are numbered after the inputs, which are final now */
+    g->ir.reduce_dtype = x->dtype;
+    return true;
+}
+
 /* Final value numbers (steps after the inputs), stores and the kernel IR's pattern. */
 static bool finish(group *g, kn_node *const *nodes, kn_fused_launch *L) {
     kn_fused_ir *ir = &g->ir;
@@ -127,19 +157,29 @@ static bool finish(group *g, kn_node *const *nodes, kn_fused_launch *L) {
         ir->steps[j].output = ir->n_out;
         g->outputs[ir->n_out++] = t;
     }
-    if (!ir->n_out) return false; /* nothing visible: cannot happen for live code, but stay safe */
+    if (!ir->n_out && ir->reduce_op == KN_OP_COUNT) return false; /* nothing to store */
     kn_tensor *operands[KN_FUSED_MAX_OPERANDS];
     for (int k = 0; k < ir->n_out; k++) operands[k] = g->outputs[k];
     for (int i = 0; i < ir->n_in; i++) operands[ir->n_out + i] = g->inputs[i];
     kn_fused_geometry(ir, L, operands, ir->n_out + ir->n_in);
     L->n_steps = ir->n_steps;
+    L->n_out = ir->n_out;
+    L->row = 0;
+    if (ir->reduce_op != KN_OP_COUNT) {
+        const kn_node *r = nodes[g->first + ir->n_steps];
+        L->row = kn_numel(r->in[0]) / kn_numel(r->out[0]);
+        g->outputs[ir->n_out] = r->out[0];
+    }
     size_t len = 0;
     L->desc[0] = '\0';
-    for (int j = 0; j < ir->n_steps && len < sizeof L->desc; j++) {
+    for (int j = 0; j < g->count; j++) {
         const kn_node *n = nodes[g->first + j];
-        L->attrs[2 * j] = n->attrs.f[0];
-        L->attrs[2 * j + 1] = n->attrs.f[1];
-        len += (size_t)snprintf(L->desc + len, sizeof L->desc - len, j ? "+%s" : "%s", kn_op_name(n->op));
+        if (j < ir->n_steps) {
+            L->attrs[2 * j] = n->attrs.f[0];
+            L->attrs[2 * j + 1] = n->attrs.f[1];
+        }
+        if (len < sizeof L->desc)
+            len += (size_t)snprintf(L->desc + len, sizeof L->desc - len, j ? "+%s" : "%s", kn_op_name(n->op));
     }
     return true;
 }
@@ -155,8 +195,8 @@ static void launch_group(group *g, kn_node *const *nodes, kn_backend *b, kn_fuse
     L->fn = g->fn;
     f->aux = L;
     for (int i = 0; i < g->ir.n_in; i++) f->in[i] = kn_tensor_incref(g->inputs[i]);
-    for (int k = 0; k < g->ir.n_out; k++) f->out[k] = kn_tensor_incref(g->outputs[k]);
-    f->n_out = g->ir.n_out;
+    f->n_out = g->ir.n_out + (g->ir.reduce_op != KN_OP_COUNT);
+    for (int k = 0; k < f->n_out; k++) f->out[k] = kn_tensor_incref(g->outputs[k]);
     f->fresh_out = (uint8_t)((1u << f->n_out) - 1);
     for (int j = 0; j < g->count; j++) kn_node_free(nodes[g->first + j]);
     b->launch(f);
@@ -202,7 +242,9 @@ kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n) {
             group *g = &groups[n_groups];
             memset(g, 0, sizeof *g);
             g->first = i;
+            g->ir.reduce_op = KN_OP_COUNT;
             while (i < n && backends[i] == backends[g->first] && fusable(nodes[i], backends[i]) && try_add(g, nodes, i)) i++;
+            if (g->count && i < n && backends[i] == backends[g->first] && try_close_with_reduction(g, nodes, i)) i++;
             if (g->count < 2) { /* a lone op keeps its prebuilt kernel */
                 i = g->first + 1;
                 continue;

@@ -47,6 +47,8 @@ void kn_fused_signature(const kn_fused_ir *ir, char *buf, size_t size) {
             len += (size_t)snprintf(buf + len, size - len, a ? ",%d" : "%d", s->arg[a]);
         if (len < size) len += (size_t)snprintf(buf + len, size - len, ")->%d", s->output);
     }
+    if (ir->reduce_op != KN_OP_COUNT && len < size)
+        snprintf(buf + len, size - len, " %s(%d)", kn_op_name(ir->reduce_op), ir->reduce_arg);
 }
 
 static size_t dtypes_text(const kn_fused_ir *ir, char *buf, size_t size) {

@@ -1,5 +1,6 @@
 /* The kernel IR of fused mode: one generated kernel = a chain of elementwise steps over one
- * iteration space. The scheduler (exec/fused_schedule.c) builds it from recorded nodes; a
+ * iteration space, optionally closed by a reduction of one of its values over trailing dims
+ * (the chain is then the reduction's prologue, never written unless something else reads it). The scheduler (exec/fused_schedule.c) builds it from recorded nodes; a
  * backend's code generator turns it into source (backends/cpu/codegen.c). Everything that
  * selects the generated code is in the IR (ops, wiring, dtypes, which values are stored, and
  * the geometry *pattern*); sizes, strides and attribute values are launch arguments, so a
@@ -44,16 +45,22 @@ typedef struct kn_fused_ir {
     int rank;
     unsigned char inner[KN_FUSED_MAX_OPERANDS];
     unsigned outer_zero[KN_FUSED_MAX_OPERANDS];
+    /* The closing reduction (sum, mean, amax or amin of value reduce_arg over each run of
+     * `row` consecutive elements, stored contiguously after the other operands), or
+     * KN_OP_COUNT when there is none. */
+    kn_op_id reduce_op;
+    int reduce_arg;
+    kn_dtype reduce_dtype;
 } kn_fused_ir;
 
 /* The launch arguments of one generated kernel: operand pointers are taken from the node. */
 typedef int (*kn_fused_fn)(char *const *base, const int64_t *size, const int64_t *stride, int64_t numel,
-                           const double *attrs, int threads);
+                           int64_t row, const double *attrs, int threads);
 
 typedef struct kn_fused_launch {
     kn_fused_fn fn;
-    int rank, n_steps;
-    int64_t numel;
+    int rank, n_steps, n_out; /* n_out: stored chain values (the reduction's result comes after the inputs) */
+    int64_t numel, row;        /* row: elements per reduced value (0 without a reduction) */
     int64_t size[KN_MAX_DIMS];
     int64_t stride[KN_FUSED_MAX_OPERANDS * KN_MAX_DIMS]; /* operand-major, elements */
     double attrs[2 * KN_FUSED_MAX_STEPS];               /* each step's a, b */

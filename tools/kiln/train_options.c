@@ -44,7 +44,7 @@ static const struct option_def {
     {"resume", OPT_STR, F(resume_dir), "resume from the last checkpoint in this directory"},
     {"log", OPT_STR, F(log_path), "one JSON object per step to this file"},
     {"device", OPT_STR, F(device), "cpu | meta"},
-    {"mode", OPT_STR, F(mode), "strict | debug"},
+    {"mode", OPT_STR, F(mode), "strict | debug | fused"},
     {"threads", OPT_INT, F(threads), "CPU threads"},
     {"quiet", OPT_FLAG, F(quiet), "no progress output"},
     {"eval-every", OPT_I64, F(eval_every), "steps between held-out evaluations (adder)"},

@@ -84,6 +84,7 @@ static void emit_cast(src_buf *s, kn_dtype from, kn_dtype to, const char *v) {
 }
 
 static const char *const preamble =
+    "#include <stdlib.h>\n"
     "#define KN_FK_BOOL(v) ((uint8_t)((v) != 0))\n"
     "#define KN_FK_MIN(a, b) ((a) < (b) ? (a) : (b))\n";
 
@@ -113,6 +114,47 @@ static void emit_step(src_buf *s, const kn_fused_ir *ir, int j) {
         emit(s, "            v%d = %s(%s(v%d));\n", v, co->load, co->store, v);
 }
 
+/* Folds value v into the running a0 (a double: sums accumulate as the eager sum does, and
+ * amax/amin keep the first NaN). */
+static void emit_accumulate(src_buf *s, kn_op_id op, int v) {
+    if (op == KN_OP_sum || op == KN_OP_mean) emit(s, "            a0 += (double)v%d;\n", v);
+    else if (op == KN_OP_amax) emit(s, "            if (v%d != v%d || (double)v%d > a0) a0 = (double)v%d;\n", v, v, v, v);
+    else emit(s, "            if (v%d != v%d || (double)v%d < a0) a0 = (double)v%d;\n", v, v, v, v);
+}
+
+/* The entry of a reducing kernel: one value per run of `row` elements. Many rows go across
+ * threads whole; a long row is cut into fixed chunks whose partial results combine in chunk
+ * order, so the result never depends on the thread count. */
+static void emit_reduction_main(src_buf *s, const kn_fused_ir *ir, const char *name) {
+    kn_op_id op = ir->reduce_op;
+    const char *init = op == KN_OP_amax ? "-INFINITY" : op == KN_OP_amin ? "INFINITY" : "0.0";
+    const char *out_t = ctypes[ir->reduce_dtype].storage;
+    char fin[64];
+    snprintf(fin, sizeof fin, op == KN_OP_mean ? "(%s)(a / (double)row)" : "(%s)a", out_t);
+    int out_at = ir->n_out + ir->n_in;
+    emit(s, "static double %s_combine(double a, double b) {\n", name);
+    if (op == KN_OP_sum || op == KN_OP_mean) emit(s, "    return a + b;\n}\n\n");
+    else emit(s, "    return (a != a || (b == b && b %s a)) ? a : b;\n}\n\n", op == KN_OP_amax ? "<=" : ">=");
+    emit(s, "int %s(char *const *base, const int64_t *size, const int64_t *stride, int64_t numel, int64_t row, "
+            "const double *A, int threads) {\n", name);
+    emit(s, "    %s *out = (%s *)base[%d];\n    const int64_t rows = numel / row, chunk = 16384;\n    int bad = 0;\n",
+         out_t, out_t, out_at);
+    emit(s, "    if (row <= chunk) {\n");
+    emit(s, "#pragma omp parallel for num_threads(threads) schedule(static) reduction(|:bad) if(threads > 1 && numel > chunk)\n");
+    emit(s, "        for (int64_t r = 0; r < rows; r++) {\n            double a = %s;\n", init);
+    emit(s, "            bad |= %s_run(base, size, stride, r * row, (r + 1) * row, A, &a);\n", name);
+    emit(s, "            out[r] = %s;\n        }\n        return bad;\n    }\n", fin);
+    emit(s, "    const int64_t chunks = (row + chunk - 1) / chunk;\n");
+    emit(s, "    double *part = malloc((size_t)chunks * sizeof *part);\n    if (!part) return 2;\n");
+    emit(s, "    for (int64_t r = 0; r < rows; r++) {\n");
+    emit(s, "#pragma omp parallel for num_threads(threads) schedule(static) reduction(|:bad)\n");
+    emit(s, "        for (int64_t c = 0; c < chunks; c++) {\n            part[c] = %s;\n", init);
+    emit(s, "            bad |= %s_run(base, size, stride, r * row + c * chunk, r * row + KN_FK_MIN(row, (c + 1) * chunk), A, &part[c]);\n", name);
+    emit(s, "        }\n        double a = part[0];\n");
+    emit(s, "        for (int64_t c = 1; c < chunks; c++) a = %s_combine(a, part[c]);\n", name);
+    emit(s, "        out[r] = %s;\n    }\n    free(part);\n    return bad;\n}\n\n", fin);
+}
+
 static void emit_kernel(src_buf *s, const kn_fused_ir *ir, const char *name) {
     int nop = ir->n_out + ir->n_in, r = ir->rank, last = r - 1;
     /* Operand k's storage type: outputs first, then inputs. */
@@ -121,8 +163,11 @@ static void emit_kernel(src_buf *s, const kn_fused_ir *ir, const char *name) {
         if (ir->steps[j].output >= 0) odt[ir->steps[j].output] = ir->steps[j].out_dtype;
     for (int i = 0; i < ir->n_in; i++) odt[ir->n_out + i] = ir->in_dtype[i];
 
+    bool reduces = ir->reduce_op != KN_OP_COUNT;
     emit(s, "static int %s_run(char *const *base, const int64_t *size, const int64_t *stride, int64_t begin, "
-            "int64_t end, const double *A) {\n", name);
+            "int64_t end, const double *A, double *acc) {\n", name);
+    if (reduces) emit(s, "    double a0 = *acc;\n");
+    else emit(s, "    (void)acc;\n");
     emit(s, "    int bad = 0;\n    int64_t idx[%d];\n    int64_t rem = begin;\n", r);
     emit(s, "    for (int d = %d; d >= 0; d--) { idx[d] = rem %% size[d]; rem /= size[d]; }\n", last);
     for (int k = 0; k < nop; k++)
@@ -156,19 +201,27 @@ static void emit_kernel(src_buf *s, const kn_fused_ir *ir, const char *name) {
         else snprintf(idx, sizeof idx, "i * s%d", k);
         emit(s, "            p%d[%s] = %s(v%d);\n", k, idx, ctypes[odt[k]].store, ir->n_in + j);
     }
+    if (reduces) emit_accumulate(s, ir->reduce_op, ir->reduce_arg);
     emit(s, "        }\n        pos += len;\n        idx[%d] += len;\n", last);
     emit(s, "        for (int d = %d; d > 0 && idx[d] == size[d]; d--) { idx[d] = 0; idx[d - 1]++; }\n", last);
-    emit(s, "    }\n    return bad;\n}\n\n");
+    emit(s, "    }\n");
+    if (reduces) emit(s, "    *acc = a0;\n");
+    emit(s, "    return bad;\n}\n\n");
+    if (reduces) {
+        emit_reduction_main(s, ir, name);
+        return;
+    }
 
     /* Chunks of the flat range across threads; the chunk count does not depend on the thread
      * count, so results never depend on it either. */
-    emit(s, "int %s(char *const *base, const int64_t *size, const int64_t *stride, int64_t numel, "
+    emit(s, "int %s(char *const *base, const int64_t *size, const int64_t *stride, int64_t numel, int64_t row, "
             "const double *A, int threads) {\n", name);
+    emit(s, "    (void)row;\n");
     emit(s, "    const int64_t chunk = 16384;\n    int64_t chunks = (numel + chunk - 1) / chunk;\n    int bad = 0;\n");
-    emit(s, "    if (threads <= 1 || chunks <= 1) return %s_run(base, size, stride, 0, numel, A);\n", name);
+    emit(s, "    if (threads <= 1 || chunks <= 1) return %s_run(base, size, stride, 0, numel, A, 0);\n", name);
     emit(s, "#pragma omp parallel for num_threads(threads) schedule(static) reduction(|:bad)\n");
     emit(s, "    for (int64_t c = 0; c < chunks; c++)\n");
-    emit(s, "        bad |= %s_run(base, size, stride, c * chunk, KN_FK_MIN(numel, (c + 1) * chunk), A);\n", name);
+    emit(s, "        bad |= %s_run(base, size, stride, c * chunk, KN_FK_MIN(numel, (c + 1) * chunk), A, 0);\n", name);
     emit(s, "    return bad;\n}\n\n");
 }
 

@@ -6,13 +6,18 @@
 
 static kn_status fused_kernel(kn_node *n) {
     const kn_fused_launch *L = n->aux;
-    char *base[KN_FUSED_MAX_OPERANDS];
-    for (int k = 0; k < n->n_out; k++) base[k] = kn_tensor_data(n->out[k]);
-    for (int i = 0; i < n->n_in; i++) base[n->n_out + i] = kn_tensor_data(n->in[i]);
+    /* the stored chain values, the inputs, then a reduction's result */
+    char *base[KN_FUSED_MAX_OPERANDS + 1];
+    for (int k = 0; k < L->n_out; k++) base[k] = kn_tensor_data(n->out[k]);
+    for (int i = 0; i < n->n_in; i++) base[L->n_out + i] = kn_tensor_data(n->in[i]);
+    if (n->n_out > L->n_out) base[L->n_out + n->n_in] = kn_tensor_data(n->out[L->n_out]);
     kn_stat_add(KN_STAT_FUSED_KERNELS, 1);
-    kn_stat_add(KN_STAT_OPS_FUSED, L->n_steps);
-    if (L->numel && L->fn(base, L->size, L->stride, L->numel, L->attrs, kn_cpu_threads_for(L->numel * L->n_steps)))
-        return kn_error(KN_ERR_ARG, "fused kernel %s: integer division by zero or negative integer power", L->desc);
+    kn_stat_add(KN_STAT_OPS_FUSED, L->n_steps + (n->n_out > L->n_out));
+    int bad = L->numel ? L->fn(base, L->size, L->stride, L->numel, L->row, L->attrs,
+                               kn_cpu_threads_for(L->numel * L->n_steps))
+                       : 0;
+    if (bad & 2) return kn_error(KN_ERR_OOM, "fused kernel %s: out of host memory for partial results", L->desc);
+    if (bad) return kn_error(KN_ERR_ARG, "fused kernel %s: integer division by zero or negative integer power", L->desc);
     return KN_OK;
 }
 
