@@ -114,12 +114,16 @@ static void emit_step(src_buf *s, const kn_fused_ir *ir, int j) {
         emit(s, "            v%d = %s(%s(v%d));\n", v, co->load, co->store, v);
 }
 
-/* Folds value v into the running a0 (a double: sums accumulate as the eager sum does, and
- * amax/amin keep the first NaN). */
-static void emit_accumulate(src_buf *s, kn_op_id op, int v) {
-    if (op == KN_OP_sum || op == KN_OP_mean) emit(s, "            a0 += (double)v%d;\n", v);
-    else if (op == KN_OP_amax) emit(s, "            if (v%d != v%d || (double)v%d > a0) a0 = (double)v%d;\n", v, v, v, v);
-    else emit(s, "            if (v%d != v%d || (double)v%d < a0) a0 = (double)v%d;\n", v, v, v, v);
+/* How a reducing kernel folds two partial results (values, lanes, chunks): sums add in
+ * double, as the eager sum does; amax/amin keep the first NaN. */
+static void emit_combine(src_buf *s, kn_op_id op, const char *name) {
+    emit(s, "static inline double %s_combine(double a, double b) {\n", name);
+    if (op == KN_OP_sum || op == KN_OP_mean) emit(s, "    return a + b;\n}\n\n");
+    else emit(s, "    return (a != a || (b == b && b %s a)) ? a : b;\n}\n\n", op == KN_OP_amax ? "<=" : ">=");
+}
+
+static const char *reduce_init(kn_op_id op) {
+    return op == KN_OP_amax ? "-INFINITY" : op == KN_OP_amin ? "INFINITY" : "0.0";
 }
 
 /* The entry of a reducing kernel: one value per run of `row` elements. Many rows go across
@@ -127,14 +131,11 @@ static void emit_accumulate(src_buf *s, kn_op_id op, int v) {
  * order, so the result never depends on the thread count. */
 static void emit_reduction_main(src_buf *s, const kn_fused_ir *ir, const char *name) {
     kn_op_id op = ir->reduce_op;
-    const char *init = op == KN_OP_amax ? "-INFINITY" : op == KN_OP_amin ? "INFINITY" : "0.0";
+    const char *init = reduce_init(op);
     const char *out_t = ctypes[ir->reduce_dtype].storage;
     char fin[64];
     snprintf(fin, sizeof fin, op == KN_OP_mean ? "(%s)(a / (double)row)" : "(%s)a", out_t);
     int out_at = ir->n_out + ir->n_in;
-    emit(s, "static double %s_combine(double a, double b) {\n", name);
-    if (op == KN_OP_sum || op == KN_OP_mean) emit(s, "    return a + b;\n}\n\n");
-    else emit(s, "    return (a != a || (b == b && b %s a)) ? a : b;\n}\n\n", op == KN_OP_amax ? "<=" : ">=");
     emit(s, "int %s(char *const *base, const int64_t *size, const int64_t *stride, int64_t numel, int64_t row, "
             "const double *A, int threads) {\n", name);
     emit(s, "    %s *out = (%s *)base[%d];\n    const int64_t rows = numel / row, chunk = 16384;\n    int bad = 0;\n",
@@ -164,9 +165,15 @@ static void emit_kernel(src_buf *s, const kn_fused_ir *ir, const char *name) {
     for (int i = 0; i < ir->n_in; i++) odt[ir->n_out + i] = ir->in_dtype[i];
 
     bool reduces = ir->reduce_op != KN_OP_COUNT;
+    if (reduces) emit_combine(s, ir->reduce_op, name);
     emit(s, "static int %s_run(char *const *base, const int64_t *size, const int64_t *stride, int64_t begin, "
             "int64_t end, const double *A, double *acc) {\n", name);
-    if (reduces) emit(s, "    double a0 = *acc;\n");
+    /* A reduction folds blocks of the chain's values into 8 lanes, so that the chain's loop
+     * has no loop-carried dependency and vectorizes. */
+    if (reduces) emit(s, "    double lane[8] = {%s, %s, %s, %s, %s, %s, %s, %s};\n", reduce_init(ir->reduce_op),
+                      reduce_init(ir->reduce_op), reduce_init(ir->reduce_op), reduce_init(ir->reduce_op),
+                      reduce_init(ir->reduce_op), reduce_init(ir->reduce_op), reduce_init(ir->reduce_op),
+                      reduce_init(ir->reduce_op));
     else emit(s, "    (void)acc;\n");
     emit(s, "    int bad = 0;\n    int64_t idx[%d];\n    int64_t rem = begin;\n", r);
     emit(s, "    for (int d = %d; d >= 0; d--) { idx[d] = rem %% size[d]; rem /= size[d]; }\n", last);
@@ -182,7 +189,11 @@ static void emit_kernel(src_buf *s, const kn_fused_ir *ir, const char *name) {
         if (ir->inner[k] != KN_FUSED_INNER_ZERO) emit(s, " + idx[%d] * stride[%d]", last, k * KN_MAX_DIMS + last);
         emit(s, ";\n");
     }
-    emit(s, "        for (int64_t i = 0; i < len; i++) {\n");
+    if (reduces)
+        emit(s, "        for (int64_t i0 = 0; i0 < len; i0 += 256) {\n        const int64_t i1 = KN_FK_MIN(len, i0 + 256);\n"
+                "        double t[256];\n        for (int64_t i = i0; i < i1; i++) {\n");
+    else
+        emit(s, "        for (int64_t i = 0; i < len; i++) {\n");
     for (int i = 0; i < ir->n_in; i++) {
         int k = ir->n_out + i;
         const char *at = ir->inner[k] == KN_FUSED_INNER_UNIT ? "i" : ir->inner[k] == KN_FUSED_INNER_ZERO ? "0" : NULL;
@@ -201,11 +212,16 @@ static void emit_kernel(src_buf *s, const kn_fused_ir *ir, const char *name) {
         else snprintf(idx, sizeof idx, "i * s%d", k);
         emit(s, "            p%d[%s] = %s(v%d);\n", k, idx, ctypes[odt[k]].store, ir->n_in + j);
     }
-    if (reduces) emit_accumulate(s, ir->reduce_op, ir->reduce_arg);
+    if (reduces) {
+        emit(s, "            t[i - i0] = (double)v%d;\n        }\n", ir->reduce_arg);
+        emit(s, "        int64_t j = 0;\n        for (; j + 8 <= i1 - i0; j += 8)\n"
+                "            for (int l = 0; l < 8; l++) lane[l] = %s_combine(lane[l], t[j + l]);\n", name);
+        emit(s, "        for (; j < i1 - i0; j++) lane[j & 7] = %s_combine(lane[j & 7], t[j]);\n", name);
+    }
     emit(s, "        }\n        pos += len;\n        idx[%d] += len;\n", last);
     emit(s, "        for (int d = %d; d > 0 && idx[d] == size[d]; d--) { idx[d] = 0; idx[d - 1]++; }\n", last);
     emit(s, "    }\n");
-    if (reduces) emit(s, "    *acc = a0;\n");
+    if (reduces) emit(s, "    for (int l = 0; l < 8; l++) *acc = %s_combine(*acc, lane[l]);\n", name);
     emit(s, "    return bad;\n}\n\n");
     if (reduces) {
         emit_reduction_main(s, ir, name);
