@@ -6,44 +6,12 @@
 
 #include "backends/backend.h"
 #include "core/error.h"
+#include "core/strbuf.h"
 #include "core/tensor_impl.h"
 #include "kiln/ops.h"
 
 #define EDGE 3       /* items shown at each end of a summarized dim */
 #define SUMMARIZE 1000 /* summarize tensors with more elements than this */
-
-typedef struct text {
-    char *buf;
-    size_t len, cap;
-    bool failed;
-} text;
-
-static void put(text *s, const char *fmt, ...) KN_PRINTF(2, 3);
-static void put(text *s, const char *fmt, ...) {
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        size_t room = s->cap - s->len;
-        int n = vsnprintf(s->buf + s->len, room, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            s->failed = true;
-            return;
-        }
-        if ((size_t)n < room) {
-            s->len += (size_t)n;
-            return;
-        }
-        size_t cap = (s->cap + (size_t)n + 1) * 2;
-        char *b = realloc(s->buf, cap);
-        if (!b) {
-            s->failed = true;
-            return;
-        }
-        s->buf = b;
-        s->cap = cap;
-    }
-}
 
 typedef struct layout {
     const double *values;
@@ -53,32 +21,32 @@ typedef struct layout {
     int width, precision;
 } layout;
 
-static void put_value(text *s, const layout *L, double v) {
-    if (L->is_bool) put(s, "%*s", L->width, v != 0 ? "True" : "False");
-    else if (!L->is_float) put(s, "%*.0f", L->width, v);
-    else if (isnan(v)) put(s, "%*s", L->width, "nan");
-    else if (isinf(v)) put(s, "%*s", L->width, v > 0 ? "inf" : "-inf");
-    else if (L->sci) put(s, "%*.*e", L->width, L->precision, v);
-    else put(s, "%*.*f", L->width, L->precision, v);
+static void put_value(kn_strbuf *s, const layout *L, double v) {
+    if (L->is_bool) kn_strbuf_printf(s, "%*s", L->width, v != 0 ? "True" : "False");
+    else if (!L->is_float) kn_strbuf_printf(s, "%*.0f", L->width, v);
+    else if (isnan(v)) kn_strbuf_printf(s, "%*s", L->width, "nan");
+    else if (isinf(v)) kn_strbuf_printf(s, "%*s", L->width, v > 0 ? "inf" : "-inf");
+    else if (L->sci) kn_strbuf_printf(s, "%*.*e", L->width, L->precision, v);
+    else kn_strbuf_printf(s, "%*.*f", L->width, L->precision, v);
 }
 
-static void put_dim(text *s, const layout *L, int d, int64_t base, int indent) {
-    put(s, "[");
+static void put_dim(kn_strbuf *s, const layout *L, int d, int64_t base, int indent) {
+    kn_strbuf_printf(s, "[");
     int64_t size = L->shape[d], inner = 1;
     for (int k = d + 1; k < L->ndim; k++) inner *= L->shape[k];
     for (int64_t i = 0; i < size; i++) {
         if (L->summarize && size > 2 * EDGE && i == EDGE) {
-            put(s, d == L->ndim - 1 ? "..., " : "...,\n%*s", d == L->ndim - 1 ? 0 : indent + 1, "");
+            kn_strbuf_printf(s, d == L->ndim - 1 ? "..., " : "...,\n%*s", d == L->ndim - 1 ? 0 : indent + 1, "");
             i = size - EDGE;
         }
         if (d == L->ndim - 1) put_value(s, L, L->values[base + i]);
         else put_dim(s, L, d + 1, base + i * inner, indent + 1);
         if (i + 1 < size) {
-            if (d == L->ndim - 1) put(s, ", ");
-            else put(s, ",%s%*s", d < L->ndim - 2 ? "\n\n" : "\n", indent + 1, "");
+            if (d == L->ndim - 1) kn_strbuf_printf(s, ", ");
+            else kn_strbuf_printf(s, ",%s%*s", d < L->ndim - 2 ? "\n\n" : "\n", indent + 1, "");
         }
     }
-    put(s, "]");
+    kn_strbuf_printf(s, "]");
 }
 
 char *kn_to_string(kn_tensor *t) {
@@ -88,10 +56,10 @@ char *kn_to_string(kn_tensor *t) {
     }
     char desc[96];
     kn_describe(t, desc, sizeof desc);
-    text s = {0};
+    kn_strbuf s = {0};
     int64_t n = kn_numel(t);
     if (!t->storage->backend->holds_values) {
-        put(&s, "tensor(..., %s, device=%s)", desc, t->storage->backend->name);
+        kn_strbuf_printf(&s, "tensor(..., %s, device=%s)", desc, t->storage->backend->name);
         return s.failed ? (free(s.buf), NULL) : s.buf;
     }
     kn_tensor *d = kn_cast(t, KN_F64);
@@ -123,14 +91,14 @@ char *kn_to_string(kn_tensor *t) {
     for (int64_t i = 0; i < n; i++) {
         layout one = L;
         one.width = 0;
-        text p = {.buf = probe, .cap = sizeof probe};
+        kn_strbuf p = {.buf = probe, .cap = sizeof probe};
         put_value(&p, &one, values[i]);
         if ((int)p.len > L.width) L.width = (int)p.len;
     }
-    put(&s, "tensor(");
+    kn_strbuf_printf(&s, "tensor(");
     if (t->ndim == 0) put_value(&s, &L, values[0]);
     else put_dim(&s, &L, 0, 0, 7);
-    put(&s, ", %s%s%s)", desc, t->storage->device.type == KN_DEVICE_CPU ? "" : ", device=",
+    kn_strbuf_printf(&s, ", %s%s%s)", desc, t->storage->device.type == KN_DEVICE_CPU ? "" : ", device=",
         t->storage->device.type == KN_DEVICE_CPU ? "" : t->storage->backend->name);
     free(values);
     if (s.failed) {

@@ -117,6 +117,14 @@ kn_tensor *kn_tensor_view_of(const kn_tensor *t, const int64_t *shape, int ndim,
     return kn_tensor_wrap(t->storage, t->dtype, shape, ndim, stride, offset);
 }
 
+bool kn_tensor_same_view(const kn_tensor *a, const kn_tensor *b) {
+    if (a == b) return true;
+    if (a->storage != b->storage || a->offset != b->offset || a->ndim != b->ndim || a->dtype != b->dtype) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d]) return false;
+    return true;
+}
+
 bool kn_tensor_is_contiguous(const kn_tensor *t) {
     int64_t acc = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {

@@ -47,6 +47,8 @@ kn_tensor *kn_tensor_alloc(const char *op, kn_dtype dtype, const int64_t *shape,
 /* A view of t: same storage, new shape/strides/offset. */
 kn_tensor *kn_tensor_view_of(const kn_tensor *t, const int64_t *shape, int ndim,
                              const int64_t *stride, int64_t offset);
+/* Same storage, dtype, offset, shape and strides: the same elements in the same order. */
+bool kn_tensor_same_view(const kn_tensor *a, const kn_tensor *b);
 void kn_contiguous_strides(const int64_t *shape, int ndim, int64_t *stride);
 bool kn_tensor_is_contiguous(const kn_tensor *t);
 /* Element pointer of the first element (offset applied). Backends only. */

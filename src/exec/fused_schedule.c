@@ -21,14 +21,6 @@ typedef struct group {
     kn_fused_fn fn;
 } group;
 
-static bool same_geometry(const kn_tensor *a, const kn_tensor *b) {
-    if (a == b) return true;
-    if (a->storage != b->storage || a->dtype != b->dtype || a->offset != b->offset || a->ndim != b->ndim) return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d]) return false;
-    return true;
-}
-
 static bool same_shape(const kn_tensor *a, const kn_tensor *b) {
     if (a->ndim != b->ndim) return false;
     for (int d = 0; d < a->ndim; d++)
@@ -52,7 +44,7 @@ static bool fusable(const kn_node *n, const kn_backend *b) {
 /* The value number of input t in group g (adding it), or -1 if the group is full. */
 static int input_value(group *g, kn_tensor *t) {
     for (int i = 0; i < g->ir.n_in; i++)
-        if (same_geometry(g->inputs[i], t)) return i;
+        if (kn_tensor_same_view(g->inputs[i], t)) return i;
     if (g->ir.n_in == KN_FUSED_MAX_INPUTS) return -1;
     g->inputs[g->ir.n_in] = t;
     g->ir.in_dtype[g->ir.n_in] = t->dtype;
@@ -88,7 +80,7 @@ static bool try_add(group *g, kn_node *const *nodes, int j) {
         for (int m = 0; m < g->count && v < 0; m++) {
             kn_tensor *made = nodes[g->first + m]->out[0];
             if (made->storage != t->storage) continue;
-            if (!same_geometry(made, t)) { /* a view of a value being made: not index-compatible */
+            if (!kn_tensor_same_view(made, t)) { /* a view of a value being made: not index-compatible */
                 *g = save;
                 return false;
             }
@@ -127,7 +119,7 @@ static bool try_close_with_reduction(group *g, kn_node *const *nodes, int j) {
         if (dims.v[k] != x->ndim - dims.n + k) return false;
     int v = -1;
     for (int m = 0; m < g->count && v < 0; m++)
-        if (same_geometry(nodes[g->first + m]->out[0], x)) v = g->ir.n_in + m;
+        if (kn_tensor_same_view(nodes[g->first + m]->out[0], x)) v = g->ir.n_in + m;
     if (v < 0) return false;
     group save = *g;
     g->count++; /* the reduction is the group's last node; its input's use now counts as inside */

@@ -111,14 +111,6 @@ static kn_tensor *reference_copy(kn_tensor *t, kn_device device) {
     return c;
 }
 
-static bool same_view(const kn_tensor *a, const kn_tensor *b) {
-    if (a == b) return true;
-    if (a->storage != b->storage || a->offset != b->offset || a->ndim != b->ndim || a->dtype != b->dtype) return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d]) return false;
-    return true;
-}
-
 /* Whether n writes into t's storage (an output it updates in place). */
 static bool written_in_place(const kn_node *n, const kn_tensor *t) {
     for (int k = 0; k < n->n_out; k++)
@@ -159,7 +151,7 @@ static kn_status fill_reference(kn_shadow *s, const kn_node *n, kn_device device
         }
         int alias = -1;
         for (int i = 0; i < n->n_in && alias < 0; i++)
-            if (same_view(n->in[i], t)) alias = i;
+            if (kn_tensor_same_view(n->in[i], t)) alias = i;
         kn_tensor *c = alias >= 0 ? r->in[alias] : reference_copy(t, device);
         if (!c) return kn_last_status();
         r->out[k] = kn_tensor_incref(c);

@@ -5,45 +5,14 @@
  * the ops run one by one. */
 #include "backends/cpu/codegen.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/strbuf.h"
 
-typedef struct src_buf {
-    char *text;
-    size_t len, cap;
-    bool oom;
-} src_buf;
-
-static void emit(src_buf *s, const char *fmt, ...) KN_PRINTF(2, 3);
-static void emit(src_buf *s, const char *fmt, ...) {
-    if (s->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(s->text + s->len, s->cap - s->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            s->oom = true;
-            return;
-        }
-        if (s->len + (size_t)n < s->cap) {
-            s->len += (size_t)n;
-            return;
-        }
-        size_t cap = (s->cap + (size_t)n + 1) * 2;
-        char *t = realloc(s->text, cap);
-        if (!t) {
-            s->oom = true;
-            return;
-        }
-        s->text = t;
-        s->cap = cap;
-    }
-}
+#define emit kn_strbuf_printf /* the many appends below */
 
 /* Per dtype: storage type, compute type, load, store, attribute conversion. */
 typedef struct ctype_info {
@@ -69,7 +38,7 @@ bool kn_cpu_codegen_supports_cast(kn_dtype from, kn_dtype to) {
 
 /* The converted value of `v` (a from-compute-type expression) as to's compute type, matching
  * the copy kernel (k_copy.c): floats to integers saturate, NaN gives 0. */
-static void emit_cast(src_buf *s, kn_dtype from, kn_dtype to, const char *v) {
+static void emit_cast(kn_strbuf *s, kn_dtype from, kn_dtype to, const char *v) {
     bool from_float = kn_dtype_is_float(from);
     if (from == to || ((to == KN_F16 || to == KN_BF16) && from != KN_F64)) {
         emit(s, "%s", v); /* f16/bf16 values are carried as float, rounded by the store */
@@ -89,7 +58,7 @@ static const char *const preamble =
     "#define KN_FK_MIN(a, b) ((a) < (b) ? (a) : (b))\n";
 
 /* v<k>: the value of IR value k in its dtype's compute type, rounded to its dtype. */
-static void emit_step(src_buf *s, const kn_fused_ir *ir, int j) {
+static void emit_step(kn_strbuf *s, const kn_fused_ir *ir, int j) {
     const kn_fused_step *st = &ir->steps[j];
     const ctype_info *ci = &ctypes[st->in_dtype], *co = &ctypes[st->out_dtype];
     int v = ir->n_in + j;
@@ -116,7 +85,7 @@ static void emit_step(src_buf *s, const kn_fused_ir *ir, int j) {
 
 /* How a reducing kernel folds two partial results (values, lanes, chunks): sums add in
  * double, as the eager sum does; amax/amin keep the first NaN. */
-static void emit_combine(src_buf *s, kn_op_id op, const char *name) {
+static void emit_combine(kn_strbuf *s, kn_op_id op, const char *name) {
     emit(s, "static inline double %s_combine(double a, double b) {\n", name);
     if (op == KN_OP_sum || op == KN_OP_mean) emit(s, "    return a + b;\n}\n\n");
     else emit(s, "    return (a != a || (b == b && b %s a)) ? a : b;\n}\n\n", op == KN_OP_amax ? "<=" : ">=");
@@ -129,7 +98,7 @@ static const char *reduce_init(kn_op_id op) {
 /* The entry of a reducing kernel: one value per run of `row` elements. Many rows go across
  * threads whole; a long row is cut into fixed chunks whose partial results combine in chunk
  * order, so the result never depends on the thread count. */
-static void emit_reduction_main(src_buf *s, const kn_fused_ir *ir, const char *name) {
+static void emit_reduction_main(kn_strbuf *s, const kn_fused_ir *ir, const char *name) {
     kn_op_id op = ir->reduce_op;
     const char *init = reduce_init(op);
     const char *out_t = ctypes[ir->reduce_dtype].storage;
@@ -156,7 +125,7 @@ static void emit_reduction_main(src_buf *s, const kn_fused_ir *ir, const char *n
     emit(s, "        out[r] = %s;\n    }\n    free(part);\n    return bad;\n}\n\n", fin);
 }
 
-static void emit_kernel(src_buf *s, const kn_fused_ir *ir, const char *name) {
+static void emit_kernel(kn_strbuf *s, const kn_fused_ir *ir, const char *name) {
     int nop = ir->n_out + ir->n_in, r = ir->rank, last = r - 1;
     /* Operand k's storage type: outputs first, then inputs. */
     kn_dtype odt[KN_FUSED_MAX_OPERANDS];
@@ -242,7 +211,7 @@ static void emit_kernel(src_buf *s, const kn_fused_ir *ir, const char *name) {
 }
 
 char *kn_cpu_codegen_source(const kn_fused_ir *const *irs, const char *const *names, int n) {
-    src_buf s = {0};
+    kn_strbuf s = {0};
     emit(&s, "%s\n%s\n", kn_jit_prelude, preamble);
     for (int i = 0; i < n; i++) {
         char key[4096];
@@ -250,10 +219,10 @@ char *kn_cpu_codegen_source(const kn_fused_ir *const *irs, const char *const *na
         emit(&s, "/* %s */\n", key); /* the canonical IR, for a reader of the cache */
         emit_kernel(&s, irs[i], names[i]);
     }
-    if (s.oom) {
-        free(s.text);
+    if (s.failed) {
+        free(s.buf);
         kn_error(KN_ERR_OOM, "fused: out of host memory generating kernel source");
         return NULL;
     }
-    return s.text;
+    return s.buf;
 }
