@@ -78,6 +78,29 @@ int test_summary(void) {
     return failed ? 1 : 0;
 }
 
+kn_mode debug_checks_off(void) {
+    kn_mode saved = kn_get_mode();
+    if (saved == KN_MODE_DEBUG && kn_set_mode(KN_MODE_STRICT) != KN_OK) {
+        test_fail(__FILE__, __LINE__, "debug_checks_off: %s", kn_last_error());
+        kn_clear_error();
+    }
+    return saved;
+}
+
+void debug_checks_restore(kn_mode saved) {
+    if (kn_get_mode() == saved) return;
+    if (kn_set_mode(saved) != KN_OK) { /* the sync before the switch reported the stretch's error */
+        test_fail(__FILE__, __LINE__, "debug_checks_restore(%s): %s", kn_mode_name(saved), kn_last_error());
+        kn_clear_error();
+    }
+}
+
+bool all_finite(const double *v, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return false;
+    return true;
+}
+
 /* splitmix64 over the seed and a call counter: host-side randomness independent of kiln's. */
 static uint64_t next_random(void) {
     static uint64_t state;

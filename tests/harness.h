@@ -44,6 +44,19 @@ void run_test(const char *name, test_fn fn);
 /* Prints "N passed, N failed" and returns the exit code. */
 int test_summary(void);
 
+/* Debug mode (docs/decisions.md) refuses an op that makes NaN/Inf from finite inputs and
+ * reports asynchronous kernel errors at the op instead of at kn_sync. A stretch of a test that
+ * makes NaN/Inf on purpose to check their values, or that checks the deferred report of
+ * strict mode, goes between these two: debug_checks_off switches debug mode to strict and
+ * leaves the other modes (strict, fused) as they are, so the stretch still runs in them; it
+ * returns the mode to hand to debug_checks_restore. Keep the stretch to the ops that need it,
+ * with a comment saying why. Restoring finishes the stretch's queued work; an error it
+ * reports there (one the stretch did not check) fails the test case. */
+kn_mode debug_checks_off(void);
+void debug_checks_restore(kn_mode saved);
+/* No NaN or Inf among v[0..n). */
+bool all_finite(const double *v, int64_t n);
+
 /* Random host data: uniform in [lo, hi), from the run's seed and a per-call stream. */
 void rand_fill(double *dst, int64_t n, double lo, double hi);
 /* A tensor of dtype made from doubles (rounded as a cast would), and its values back as

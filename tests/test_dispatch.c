@@ -6,12 +6,14 @@
 #include "harness.h"
 
 static void test_strict_mode_reports_kernel_errors_at_sync(void) {
+    kn_mode saved = debug_checks_off(); /* strict mode's deferred report, even under KILN_MODE=debug */
     kn_tensor *a = kn_full(KN_SHAPE(4), 7, KN_I32);
     kn_tensor *z = kn_zeros(KN_SHAPE(4), KN_I32);
     kn_tensor *q = kn_floor_divide(a, z); /* queued: the division runs later */
     CHECK(q != NULL);
     CHECK_ERROR(kn_sync() == KN_OK, KN_ERR_ARG, "floor_divide: integer division by zero");
     CHECK(kn_sync() == KN_OK); /* reported once */
+    debug_checks_restore(saved);
 }
 
 static void test_debug_mode_reports_kernel_errors_at_once(void) {
@@ -48,11 +50,20 @@ static void test_strict_and_debug_agree_bitwise(void) {
     free(b);
 }
 
-static void test_unbuilt_modes_are_refused(void) {
-    CHECK_ERROR(kn_set_mode(KN_MODE_FUSED) == KN_OK, KN_ERR_UNSUPPORTED, "fused");
-    CHECK(kn_get_mode() == KN_MODE_STRICT);
+/* Compiled mode is not built yet: it is refused and the mode stays as it was. Fused mode is
+ * built: it can be set, and set back. */
+static void test_compiled_mode_is_refused_and_fused_is_built(void) {
+    kn_mode before = kn_get_mode();
+    CHECK_ERROR(kn_set_mode(KN_MODE_COMPILED) == KN_OK, KN_ERR_UNSUPPORTED, "compiled");
+    CHECK(kn_get_mode() == before);
+    CHECK(kn_set_mode(KN_MODE_FUSED) == KN_OK);
+    CHECK(kn_get_mode() == KN_MODE_FUSED);
+    CHECK(kn_set_mode(before) == KN_OK);
+    CHECK(kn_get_mode() == before);
     kn_mode m;
     CHECK(kn_mode_parse("debug", &m) && m == KN_MODE_DEBUG);
+    CHECK(kn_mode_parse("fused", &m) && m == KN_MODE_FUSED);
+    CHECK(kn_mode_parse("compiled", &m) && m == KN_MODE_COMPILED); /* a name of the API, refused when set */
     CHECK(!kn_mode_parse("turbo", &m));
 }
 
@@ -123,7 +134,7 @@ int main(void) {
     RUN(test_debug_mode_reports_kernel_errors_at_once);
     RUN(test_debug_mode_names_op_making_nan_from_finite_inputs);
     RUN(test_strict_and_debug_agree_bitwise);
-    RUN(test_unbuilt_modes_are_refused);
+    RUN(test_compiled_mode_is_refused_and_fused_is_built);
     RUN(test_inputs_on_different_devices_are_refused);
     RUN(test_dtype_outside_op_class_is_refused);
     RUN(test_shapes_that_do_not_broadcast_are_refused);
