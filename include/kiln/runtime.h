@@ -19,7 +19,7 @@ typedef enum kn_mode {
     KN_MODE_STRICT = 0, /* queued on the device's stream; the host runs on until it reads a value */
     KN_MODE_DEBUG,      /* one op at a time, synchronously; NaN/Inf from finite inputs is an error;
                            with a shadow (kn_set_shadow), so is a result that a float64 run disagrees with */
-    KN_MODE_FUSED,      /* reserved: lazy windows of fused kernels (not built yet) */
+    KN_MODE_FUSED,      /* lazy: windows of recorded ops run as generated, fused, cached kernels */
     KN_MODE_COMPILED,   /* reserved: whole-graph compilation (not built yet) */
     KN_MODE_COUNT
 } kn_mode;
