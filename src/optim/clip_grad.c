@@ -19,8 +19,10 @@ static kn_status clip(kn_tensor *const *params, kn_tensor **grads, int m, double
     kn_tensor **norms = malloc(sizeof *norms * (size_t)(m ? m : 1));
     if (!norms) return kn_error(KN_ERR_OOM, "clip_grad_norm: out of host memory");
     kn_dtype d = total_dtype(grads, m);
-    for (int k = 0; k < m; k++) norms[k] = kn_cast(kn_norm(grads[k], 2, KN_ALL_DIMS, false), d);
-    kn_tensor *total = m ? kn_norm(kn_stack(norms, m, 0), 2, KN_ALL_DIMS, false) : NULL;
+    /* Sums of squares (a multiply and a parallel sum; one fused pass in fused mode), not
+     * kn_norm, whose single long row runs on one thread. */
+    for (int k = 0; k < m; k++) norms[k] = kn_cast(kn_sum(kn_mul(grads[k], grads[k]), KN_ALL_DIMS, false), d);
+    kn_tensor *total = m ? kn_sqrt(kn_sum(kn_stack(norms, m, 0), KN_ALL_DIMS, false)) : NULL;
     free(norms);
     double t = 0;
     if (m && kn_item(total, &t) != KN_OK) return kn_last_status();
