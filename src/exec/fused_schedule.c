@@ -105,10 +105,11 @@ static bool try_add(group *g, kn_node *const *nodes, int j) {
     return true;
 }
 
-/* Whether nodes[j] reduces a value of g over trailing dims in a way the generator knows
- * (sum, mean, amax, amin of f32/f64); if so it closes g as its reduction. */
-static bool try_close_with_reduction(group *g, kn_node *const *nodes, int j) {
+/* Whether nodes[j] reduces a value of g, or a tensor made before, over trailing dims in a way
+ * the generator knows (sum, mean, amax, amin of f32/f64); if so it closes g as its reduction. */
+static bool try_close_with_reduction(group *g, kn_node *const *nodes, const kn_backend *b, int j) {
     kn_node *n = nodes[j];
+    if (!b->compile_fused) return false;
     if (n->op != KN_OP_sum && n->op != KN_OP_mean && n->op != KN_OP_amax && n->op != KN_OP_amin) return false;
     kn_tensor *x = n->in[0];
     if (n->n_in != 1 || n->n_out != 1 || !(n->fresh_out & 1) || (x->dtype != KN_F32 && x->dtype != KN_F64) ||
@@ -117,11 +118,17 @@ static bool try_close_with_reduction(group *g, kn_node *const *nodes, int j) {
     kn_shape dims = n->attrs.s[0]; /* sorted; trailing means x's last dims.n dims */
     for (int k = 0; k < dims.n; k++)
         if (dims.v[k] != x->ndim - dims.n + k) return false;
+    group save = *g;
     int v = -1;
     for (int m = 0; m < g->count && v < 0; m++)
-        if (kn_tensor_same_view(nodes[g->first + m]->out[0], x)) v = g->ir.n_in + m;
-    if (v < 0) return false;
-    group save = *g;
+        if (kn_tensor_same_view(nodes[g->first + m]->out[0], x)) v = -2 - m;
+    if (v == -1) { /* a tensor made before the group (alone, the reduction reads its input directly) */
+        for (int m = 0; m < g->count; m++)
+            if (nodes[g->first + m]->out[0]->storage == x->storage) return false; /* another view of a value being made */
+        v = input_value(g, x);
+    }
+    if (v == -1) return false;
+    if (v <= -2) v = g->ir.n_in + (-2 - v); /* the inputs are final now: the step's number */
     g->count++; /* the reduction is the group's last node; its input's use now counts as inside */
     int stored = 0;
     for (int m = 0; m < g->ir.n_steps; m++) stored += escapes(nodes, g->first, g->count, nodes[g->first + m]->out[0]);
@@ -130,7 +137,7 @@ static bool try_close_with_reduction(group *g, kn_node *const *nodes, int j) {
         return false;
     }
     g->ir.reduce_op = n->op;
-    g->ir.reduce_arg = v; /* a final number: steps are numbered after the inputs, which are final now */
+    g->ir.reduce_arg = v;
     g->ir.reduce_dtype = x->dtype;
     return true;
 }
@@ -236,8 +243,9 @@ kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n) {
             g->first = i;
             g->ir.reduce_op = KN_OP_COUNT;
             while (i < n && backends[i] == backends[g->first] && fusable(nodes[i], backends[i]) && try_add(g, nodes, i)) i++;
-            if (g->count && i < n && backends[i] == backends[g->first] && try_close_with_reduction(g, nodes, i)) i++;
-            if (g->count < 2) { /* a lone op keeps its prebuilt kernel */
+            if (i < n && (!g->count || backends[i] == backends[g->first]) && try_close_with_reduction(g, nodes, backends[i], i))
+                i++;
+            if (g->count < 2 && g->ir.reduce_op == KN_OP_COUNT) { /* a lone elementwise op keeps its prebuilt kernel */
                 i = g->first + 1;
                 continue;
             }
