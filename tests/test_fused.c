@@ -137,6 +137,27 @@ static void test_reduction_nan(void) {
     kn_scope_pop();
 }
 
+/* A reduction right after a chain but of another tensor, and reductions of nothing. */
+static void test_reduction_edges(void) {
+    kn_scope_push();
+    kn_tensor *x = rand_tensor(KN_SHAPE(4, 5), KN_F32, -1, 1), *other = rand_tensor(KN_SHAPE(7), KN_F32, -1, 1);
+    kn_tensor *empty = kn_zeros(KN_SHAPE(0, 3), KN_F32);
+    double *o = read_f64(other);
+    double total = 0;
+    for (int i = 0; o && i < 7; i++) total += o[i];
+    kn_set_mode(KN_MODE_FUSED);
+    kn_tensor *t = kn_exp(kn_neg(x));
+    kn_tensor *s = kn_sum(other, KN_ALL_DIMS, false);
+    kn_tensor *z = kn_sum(empty, KN_ALL_DIMS, false);
+    double got_s = 0, got_z = -1;
+    CHECK(kn_item(s, &got_s) == KN_OK && kn_item(z, &got_z) == KN_OK && t != NULL);
+    kn_set_mode(KN_MODE_STRICT);
+    CHECK_MSG(fabs(got_s - total) < 1e-5, "sum %g, want %g", got_s, total);
+    CHECK_MSG(got_z == 0, "empty sum %g", got_z);
+    free(o);
+    kn_scope_pop();
+}
+
 /* Built-in normalizations are one kernel in every mode. */
 static void test_layer_norm_is_one_kernel(void) {
     kn_scope_push();
@@ -226,6 +247,7 @@ int main(void) {
     RUN(test_gemm_epilogue_is_one_kernel);
     RUN(test_reduction_prologues);
     RUN(test_reduction_nan);
+    RUN(test_reduction_edges);
     RUN(test_layer_norm_is_one_kernel);
     RUN(test_held_intermediates_are_stored);
     RUN(test_growing_sizes_do_not_recompile);

@@ -113,7 +113,7 @@ static bool try_close_with_reduction(group *g, kn_node *const *nodes, const kn_b
     if (n->op != KN_OP_sum && n->op != KN_OP_mean && n->op != KN_OP_amax && n->op != KN_OP_amin) return false;
     kn_tensor *x = n->in[0];
     if (n->n_in != 1 || n->n_out != 1 || !(n->fresh_out & 1) || (x->dtype != KN_F32 && x->dtype != KN_F64) ||
-        n->out[0]->dtype != x->dtype || kn_numel(n->out[0]) == 0)
+        n->out[0]->dtype != x->dtype || kn_numel(x) == 0) /* an empty sum is the prebuilt kernel's */
         return false;
     kn_shape dims = n->attrs.s[0]; /* sorted; trailing means x's last dims.n dims */
     for (int k = 0; k < dims.n; k++)
@@ -122,11 +122,8 @@ static bool try_close_with_reduction(group *g, kn_node *const *nodes, const kn_b
     int v = -1;
     for (int m = 0; m < g->count && v < 0; m++)
         if (kn_tensor_same_view(nodes[g->first + m]->out[0], x)) v = -2 - m;
-    if (v == -1) { /* a tensor made before the group (alone, the reduction reads its input directly) */
-        for (int m = 0; m < g->count; m++)
-            if (nodes[g->first + m]->out[0]->storage == x->storage) return false; /* another view of a value being made */
-        v = input_value(g, x);
-    }
+    if (v == -1 && g->count) return false; /* it reduces something else: the chain ends here */
+    if (v == -1) v = input_value(g, x);        /* alone: a generated reduction of a tensor made before */
     if (v == -1) return false;
     if (v <= -2) v = g->ir.n_in + (-2 - v); /* the inputs are final now: the step's number */
     g->count++; /* the reduction is the group's last node; its input's use now counts as inside */
