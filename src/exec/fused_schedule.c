@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/codegen.h"
 #include "core/error.h"
 #include "exec/dispatch.h"
 #include "exec/fused.h"
+#include "graph/fused_ir.h"
 
 typedef struct group {
     int first, count;          /* nodes[first .. first + count) */
@@ -36,8 +36,8 @@ static bool fusable(const kn_node *n, const kn_backend *b) {
     if (kn_numel(n->out[0]) == 0) return false;
     kn_dtype d = n->in[0]->dtype;
     for (int i = 0; i < n->n_in; i++)
-        if (n->in[i]->dtype != d || !same_shape(n->in[i], n->out[0]) || n->in[i]->storage->device.type != n->out[0]->storage->device.type) return false;
-    if (n->op == KN_OP_copy) return kn_cpu_codegen_supports_cast(d, n->out[0]->dtype);
+        if (n->in[i]->dtype != d || !same_shape(n->in[i], n->out[0])) return false;
+    if (n->op == KN_OP_copy) return kn_fused_cast_supported(d, n->out[0]->dtype);
     return true;
 }
 
@@ -73,7 +73,8 @@ static bool try_add(group *g, kn_node *const *nodes, int j) {
         return false;
     group save = *g;
     kn_fused_step *s = &g->ir.steps[g->ir.n_steps];
-    *s = (kn_fused_step){.op = n->op, .n_arg = n->n_in, .in_dtype = n->in[0]->dtype, .out_dtype = n->out[0]->dtype, .output = -1};
+    *s = (kn_fused_step){
+        .op = n->op, .n_arg = n->n_in, .in_dtype = n->in[0]->dtype, .out_dtype = n->out[0]->dtype, .output = -1};
     for (int a = 0; a < n->n_in; a++) {
         kn_tensor *t = n->in[a];
         int v = -1;

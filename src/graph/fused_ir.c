@@ -4,6 +4,13 @@
 #include <stdio.h>
 #include <string.h>
 
+bool kn_fused_cast_supported(kn_dtype from, kn_dtype to) {
+    /* The copy kernel rounds f64 and integers to f16/bf16 once, through a library function
+     * (kn_f64_to_f16) that generated code cannot call. */
+    if ((to == KN_F16 || to == KN_BF16) && from != to) return from == KN_F32 || from == KN_F16 || from == KN_BF16;
+    return true;
+}
+
 void kn_fused_geometry(kn_fused_ir *ir, kn_fused_launch *L, kn_tensor *const *ops, int n) {
     const kn_tensor *ref = ops[0];
     int r = 0;

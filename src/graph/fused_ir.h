@@ -67,6 +67,10 @@ typedef struct kn_fused_launch {
     char desc[96];                                        /* "add+gelu", for messages */
 } kn_fused_launch;
 
+/* Whether a copy step converting `from` to `to` can be generated exactly as the copy kernel
+ * converts (the rest stay eager ops). */
+bool kn_fused_cast_supported(kn_dtype from, kn_dtype to);
+
 /* Coalesces the iteration space of n operands of one shape (dims of size 1 dropped,
  * neighbours merged where every operand is contiguous across them) into L and the pattern
  * fields of ir. */

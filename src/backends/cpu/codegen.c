@@ -29,13 +29,6 @@ static const ctype_info ctypes[KN_DTYPE_COUNT] = {
     [KN_BOOL] = {"uint8_t", "uint8_t", "", "KN_FK_BOOL", "kn_attr_bool"},
 };
 
-bool kn_cpu_codegen_supports_cast(kn_dtype from, kn_dtype to) {
-    /* The copy kernel rounds f64 and integers to f16/bf16 once, through a library function
-     * (kn_f64_to_f16) that generated code cannot call. */
-    if ((to == KN_F16 || to == KN_BF16) && from != to) return from == KN_F32 || from == KN_F16 || from == KN_BF16;
-    return true;
-}
-
 /* The converted value of `v` (a from-compute-type expression) as to's compute type, matching
  * the copy kernel (k_copy.c): floats to integers saturate, NaN gives 0. */
 static void emit_cast(kn_strbuf *s, kn_dtype from, kn_dtype to, const char *v) {

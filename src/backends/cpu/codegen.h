@@ -8,8 +8,6 @@
 /* One translation unit defining the kernel of irs[i] under names[i] (malloc'd; NULL with an
  * error on failure). */
 char *kn_cpu_codegen_source(const kn_fused_ir *const *irs, const char *const *names, int n);
-/* Whether a copy step converting `from` to `to` can be generated (the rest stay eager). */
-bool kn_cpu_codegen_supports_cast(kn_dtype from, kn_dtype to);
 /* Kernels for n IRs: those already loaded by this process are looked up, the rest are
  * generated into one translation unit and loaded through the jit and its cache. */
 kn_status kn_cpu_fused_compile(const kn_fused_ir *const *irs, int n, kn_fused_fn *fns);
