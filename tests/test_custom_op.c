@@ -11,7 +11,7 @@
 
 #include "gradcheck.h"
 
-/* Every mode the ops run in: a mode this build refuses (fused, before it lands) is skipped. */
+/* Every mode the ops run in (a mode a build refuses would be skipped). */
 static const kn_mode MODES[] = {KN_MODE_STRICT, KN_MODE_DEBUG, KN_MODE_FUSED};
 #define N_MODES (int)(sizeof MODES / sizeof MODES[0])
 
