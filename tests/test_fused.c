@@ -137,6 +137,40 @@ static void test_reduction_nan(void) {
     kn_scope_pop();
 }
 
+/* A softmax written by hand: each reduction takes the elementwise work after it, which reads
+ * the row's reduced value broadcast back (two kernels instead of five). Long rows too. */
+static kn_tensor *softmax_by_hand(kn_tensor *x) {
+    kn_tensor *e = kn_exp(kn_sub(x, kn_amax(x, KN_DIMS(-1), true)));
+    return kn_div(e, kn_sum(e, KN_DIMS(-1), true));
+}
+
+static void test_reduction_epilogues(void) {
+    const kn_shape shapes[] = {KN_SHAPE(6, 10, 33), KN_SHAPE(2, 40000)};
+    for (int si = 0; si < 2; si++) {
+        kn_scope_push();
+        kn_tensor *x = rand_tensor(shapes[si], KN_F32, -3, 3);
+        kn_tensor *r[2];
+        int64_t kernels = 0;
+        for (int m = 0; m < 2; m++) {
+            kn_set_mode(m ? KN_MODE_FUSED : KN_MODE_STRICT);
+            kn_stats before = stats_now();
+            kn_scope_push();
+            r[m] = kn_keep(softmax_by_hand(x));
+            kn_scope_pop();
+            kn_stats after = stats_now();
+            kernels = after.kernels_launched - before.kernels_launched;
+        }
+        kn_set_mode(KN_MODE_STRICT);
+        CHECK_MSG(kernels == 2, "softmax by hand, shape %d: %lld kernels, want 2", si, (long long)kernels);
+        double *want = read_f64(r[0]);
+        if (want) CHECK_CLOSE(r[1], want, tol_for(KN_F32), "softmax by hand");
+        free(want);
+        kn_release(r[0]);
+        kn_release(r[1]);
+        kn_scope_pop();
+    }
+}
+
 /* A reduction right after a chain but of another tensor, and reductions of nothing. */
 static void test_reduction_edges(void) {
     kn_scope_push();
@@ -248,6 +282,7 @@ int main(void) {
     RUN(test_reduction_prologues);
     RUN(test_reduction_nan);
     RUN(test_reduction_edges);
+    RUN(test_reduction_epilogues);
     RUN(test_layer_norm_is_one_kernel);
     RUN(test_held_intermediates_are_stored);
     RUN(test_growing_sizes_do_not_recompile);

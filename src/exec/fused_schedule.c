@@ -19,6 +19,7 @@ typedef struct group {
     kn_tensor *inputs[KN_FUSED_MAX_INPUTS];
     kn_tensor *outputs[KN_FUSED_MAX_OUTPUTS]; /* stored chain values, then a reduction's result */
     kn_fused_fn fn;
+    const kn_tensor *space;    /* a tensor of the iteration space's shape */
 } group;
 
 static bool same_shape(const kn_tensor *a, const kn_tensor *b) {
@@ -65,27 +66,65 @@ static bool escapes(kn_node *const *nodes, int first, int count, kn_tensor *t) {
     return atomic_load(&t->refs) > 1 + uses_within(nodes, first, count, t) || atomic_load(&t->storage->refs) > 1;
 }
 
+static bool reduces(const group *g) { return g->ir.reduce_op != KN_OP_COUNT; }
+
+/* The node of step j: the reduction node sits between the prologue and the epilogue. */
+static kn_node *step_node(const group *g, kn_node *const *nodes, int j) {
+    return nodes[g->first + j + (reduces(g) && j >= g->ir.n_pro)];
+}
+
+/* Values the kernel must store: the steps' escaping values and a reduction's result. */
+static int stored_count(const group *g, kn_node *const *nodes) {
+    int stored = reduces(g);
+    for (int j = 0; j < g->ir.n_steps; j++) stored += escapes(nodes, g->first, g->count, step_node(g, nodes, j)->out[0]);
+    return stored;
+}
+
+/* Whether t is the group's reduced value broadcast back over the reduced (trailing) dims:
+ * what `x - amax(x, -1, keepdim)` reads. */
+static bool is_reduced_broadcast(const group *g, kn_node *const *nodes, const kn_tensor *t) {
+    const kn_tensor *r = nodes[g->first + g->ir.n_pro]->out[0];
+    if (t->storage != r->storage || t->offset != r->offset || t->dtype != r->dtype) return false;
+    int64_t row = kn_numel(t) / kn_numel(r), run = 1, expect = 1;
+    int kept = t->ndim;
+    while (kept > 0 && run < row) run *= t->shape[--kept];
+    if (run != row) return false;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] == 1) continue;
+        if (t->stride[d] != (d >= kept ? 0 : expect)) return false;
+        if (d < kept) expect *= t->shape[d];
+    }
+    return true;
+}
+
 /* Tries to extend g with nodes[j]. Fails (g unchanged) if the node reads a value of the
  * group through another geometry, or a limit would be passed. */
 static bool try_add(group *g, kn_node *const *nodes, int j) {
     kn_node *n = nodes[j];
-    if (g->count && (!same_shape(n->out[0], nodes[g->first]->out[0]) || g->ir.n_steps == KN_FUSED_MAX_STEPS))
-        return false;
+    if (g->count && (!same_shape(n->out[0], g->space) || g->ir.n_steps == KN_FUSED_MAX_STEPS)) return false;
     group save = *g;
+    if (!g->count) g->space = n->out[0];
     kn_fused_step *s = &g->ir.steps[g->ir.n_steps];
     *s = (kn_fused_step){
         .op = n->op, .n_arg = n->n_in, .in_dtype = n->in[0]->dtype, .out_dtype = n->out[0]->dtype, .output = -1};
     for (int a = 0; a < n->n_in; a++) {
         kn_tensor *t = n->in[a];
         int v = -1;
-        for (int m = 0; m < g->count && v < 0; m++) {
-            kn_tensor *made = nodes[g->first + m]->out[0];
+        for (int js = 0; js < g->ir.n_steps && v < 0; js++) {
+            kn_tensor *made = step_node(g, nodes, js)->out[0];
             if (made->storage != t->storage) continue;
             if (!kn_tensor_same_view(made, t)) { /* a view of a value being made: not index-compatible */
                 *g = save;
                 return false;
             }
-            v = -2 - m; /* step m's value, numbered once the inputs are final (finish) */
+            v = -2 - js; /* step js's value, numbered once the inputs are final (finish) */
+        }
+        if (v == -1 && reduces(g) && t->storage == nodes[g->first + g->ir.n_pro]->out[0]->storage) {
+            if (!is_reduced_broadcast(g, nodes, t)) { /* the reduced value read some other way */
+                *g = save;
+                return false;
+            }
+            v = KN_FUSED_REDUCED;
         }
         if (v == -1) v = input_value(g, t);
         if (v == -1) {
@@ -95,11 +134,10 @@ static bool try_add(group *g, kn_node *const *nodes, int j) {
         s->arg[a] = v;
     }
     g->ir.n_steps++;
+    if (!reduces(g)) g->ir.n_pro = g->ir.n_steps;
     g->count++;
     /* values still visible outside are stored: at most KN_FUSED_MAX_OUTPUTS of them */
-    int stored = 0;
-    for (int m = 0; m < g->count; m++) stored += escapes(nodes, g->first, g->count, nodes[g->first + m]->out[0]);
-    if (stored > KN_FUSED_MAX_OUTPUTS) {
+    if (stored_count(g, nodes) > KN_FUSED_MAX_OUTPUTS) {
         *g = save;
         return false;
     }
@@ -121,20 +159,19 @@ static bool try_close_with_reduction(group *g, kn_node *const *nodes, const kn_b
         if (dims.v[k] != x->ndim - dims.n + k) return false;
     group save = *g;
     int v = -1;
-    for (int m = 0; m < g->count && v < 0; m++)
-        if (kn_tensor_same_view(nodes[g->first + m]->out[0], x)) v = -2 - m;
+    for (int js = 0; js < g->ir.n_steps && v < 0; js++)
+        if (kn_tensor_same_view(step_node(g, nodes, js)->out[0], x)) v = g->ir.n_in + js;
     if (v == -1 && g->count) return false; /* it reduces something else: the chain ends here */
     if (v == -1) v = input_value(g, x);        /* alone: a generated reduction of a tensor made before */
     if (v == -1) return false;
-    if (v <= -2) v = g->ir.n_in + (-2 - v); /* the inputs are final now: the step's number */
-    g->count++; /* the reduction is the group's last node; its input's use now counts as inside */
-    int stored = 0;
-    for (int m = 0; m < g->ir.n_steps; m++) stored += escapes(nodes, g->first, g->count, nodes[g->first + m]->out[0]);
-    if (stored + 1 > KN_FUSED_MAX_OUTPUTS) {
+    if (!g->count) g->space = x;
+    g->count++; /* the reduction is the group's node after the prologue */
+    g->ir.reduce_op = n->op;
+    g->ir.n_pro = g->ir.n_steps;
+    if (stored_count(g, nodes) > KN_FUSED_MAX_OUTPUTS) {
         *g = save;
         return false;
     }
-    g->ir.reduce_op = n->op;
     g->ir.reduce_arg = v;
     g->ir.reduce_dtype = x->dtype;
     return true;
@@ -148,7 +185,7 @@ static bool finish(group *g, kn_node *const *nodes, kn_fused_launch *L) {
             if (ir->steps[j].arg[a] <= -2) ir->steps[j].arg[a] = ir->n_in + (-2 - ir->steps[j].arg[a]);
     ir->n_out = 0;
     for (int j = 0; j < ir->n_steps; j++) {
-        kn_tensor *t = nodes[g->first + j]->out[0];
+        kn_tensor *t = step_node(g, nodes, j)->out[0];
         if (!escapes(nodes, g->first, g->count, t)) continue;
         if (ir->n_out == KN_FUSED_MAX_OUTPUTS) return false;
         ir->steps[j].output = ir->n_out;
@@ -162,19 +199,19 @@ static bool finish(group *g, kn_node *const *nodes, kn_fused_launch *L) {
     L->n_steps = ir->n_steps;
     L->n_out = ir->n_out;
     L->row = 0;
-    if (ir->reduce_op != KN_OP_COUNT) {
-        const kn_node *r = nodes[g->first + ir->n_steps];
+    if (reduces(g)) {
+        const kn_node *r = nodes[g->first + ir->n_pro];
         L->row = kn_numel(r->in[0]) / kn_numel(r->out[0]);
         g->outputs[ir->n_out] = r->out[0];
     }
     size_t len = 0;
     L->desc[0] = '\0';
+    for (int j = 0; j < ir->n_steps; j++) {
+        L->attrs[2 * j] = step_node(g, nodes, j)->attrs.f[0];
+        L->attrs[2 * j + 1] = step_node(g, nodes, j)->attrs.f[1];
+    }
     for (int j = 0; j < g->count; j++) {
         const kn_node *n = nodes[g->first + j];
-        if (j < ir->n_steps) {
-            L->attrs[2 * j] = n->attrs.f[0];
-            L->attrs[2 * j + 1] = n->attrs.f[1];
-        }
         if (len < sizeof L->desc)
             len += (size_t)snprintf(L->desc + len, sizeof L->desc - len, j ? "+%s" : "%s", kn_op_name(n->op));
     }
@@ -241,8 +278,10 @@ kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n) {
             g->first = i;
             g->ir.reduce_op = KN_OP_COUNT;
             while (i < n && backends[i] == backends[g->first] && fusable(nodes[i], backends[i]) && try_add(g, nodes, i)) i++;
-            if (i < n && (!g->count || backends[i] == backends[g->first]) && try_close_with_reduction(g, nodes, backends[i], i))
+            if (i < n && (!g->count || backends[i] == backends[g->first]) && try_close_with_reduction(g, nodes, backends[i], i)) {
                 i++;
+                while (i < n && backends[i] == backends[g->first] && fusable(nodes[i], backends[i]) && try_add(g, nodes, i)) i++;
+            }
             if (g->count < 2 && g->ir.reduce_op == KN_OP_COUNT) { /* a lone elementwise op keeps its prebuilt kernel */
                 i = g->first + 1;
                 continue;

@@ -47,15 +47,18 @@ void kn_fused_geometry(kn_fused_ir *ir, kn_fused_launch *L, kn_tensor *const *op
 
 void kn_fused_signature(const kn_fused_ir *ir, char *buf, size_t size) {
     size_t len = (size_t)snprintf(buf, size, "in%d out%d:", ir->n_in, ir->n_out);
-    for (int j = 0; j < ir->n_steps && len < size; j++) {
+    bool reduces = ir->reduce_op != KN_OP_COUNT;
+    for (int j = 0; j <= ir->n_steps && len < size; j++) {
+        if (reduces && j == ir->n_pro)
+            len += (size_t)snprintf(buf + len, size - len, " %s(%d)", kn_op_name(ir->reduce_op), ir->reduce_arg);
+        if (j == ir->n_steps || len >= size) break;
         const kn_fused_step *s = &ir->steps[j];
         len += (size_t)snprintf(buf + len, size - len, " %s(", kn_op_name(s->op));
         for (int a = 0; a < s->n_arg && len < size; a++)
-            len += (size_t)snprintf(buf + len, size - len, a ? ",%d" : "%d", s->arg[a]);
+            len += s->arg[a] == KN_FUSED_REDUCED ? (size_t)snprintf(buf + len, size - len, a ? ",r" : "r")
+                                                 : (size_t)snprintf(buf + len, size - len, a ? ",%d" : "%d", s->arg[a]);
         if (len < size) len += (size_t)snprintf(buf + len, size - len, ")->%d", s->output);
     }
-    if (ir->reduce_op != KN_OP_COUNT && len < size)
-        snprintf(buf + len, size - len, " %s(%d)", kn_op_name(ir->reduce_op), ir->reduce_arg);
 }
 
 static size_t dtypes_text(const kn_fused_ir *ir, char *buf, size_t size) {

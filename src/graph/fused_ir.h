@@ -19,7 +19,9 @@
 #define KN_FUSED_MAX_OUTPUTS KN_NODE_MAX_OUT
 #define KN_FUSED_MAX_OPERANDS (KN_FUSED_MAX_INPUTS + KN_FUSED_MAX_OUTPUTS)
 
-/* Values are numbered inputs first (0..n_in-1), then step results (n_in + j). */
+/* Values are numbered inputs first (0..n_in-1), then step results (n_in + j); an epilogue
+ * step reads its row's reduced value as KN_FUSED_REDUCED. */
+#define KN_FUSED_REDUCED 9999
 typedef struct kn_fused_step {
     kn_op_id op;
     int n_arg;
@@ -51,6 +53,9 @@ typedef struct kn_fused_ir {
     kn_op_id reduce_op;
     int reduce_arg;
     kn_dtype reduce_dtype;
+    /* Steps [0, n_pro) are the reduction's prologue; steps [n_pro, n_steps) its epilogue,
+     * run over each row again once the row's reduced value is known. */
+    int n_pro;
 } kn_fused_ir;
 
 /* The launch arguments of one generated kernel: operand pointers are taken from the node. */

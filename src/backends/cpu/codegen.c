@@ -58,7 +58,7 @@ static void emit_step(kn_strbuf *s, const kn_fused_ir *ir, int j) {
     emit(s, "            %s v%d;\n", co->compute, v);
     if (st->op == KN_OP_copy) {
         char arg[16];
-        snprintf(arg, sizeof arg, "v%d", st->arg[0]);
+        snprintf(arg, sizeof arg, st->arg[0] == KN_FUSED_REDUCED ? "rv" : "v%d", st->arg[0]);
         emit(s, "            v%d = ", v);
         emit_cast(s, st->in_dtype, st->out_dtype, arg);
         emit(s, ";\n");
@@ -67,7 +67,10 @@ static void emit_step(kn_strbuf *s, const kn_fused_ir *ir, int j) {
         emit(s, "                const kn_ct a = %s(A[%d]), b = %s(A[%d]);\n                (void)a, (void)b;\n",
              ci->attr, 2 * j, ci->attr, 2 * j + 1);
         static const char names[3] = {'x', 'y', 'z'};
-        for (int a = 0; a < st->n_arg; a++) emit(s, "                kn_ct %c = v%d;\n", names[a], st->arg[a]);
+        for (int a = 0; a < st->n_arg; a++) {
+            if (st->arg[a] == KN_FUSED_REDUCED) emit(s, "                kn_ct %c = (kn_ct)rv;\n", names[a]);
+            else emit(s, "                kn_ct %c = v%d;\n", names[a], st->arg[a]);
+        }
         const char *store = st->out_dtype == KN_BOOL ? "KN_FK_BOOL" : "";
         emit(s, "                v%d = %s(%s);\n            }\n", v, store, kn_op_table[st->op].expr);
     }
@@ -93,6 +96,7 @@ static const char *reduce_init(kn_op_id op) {
  * order, so the result never depends on the thread count. */
 static void emit_reduction_main(kn_strbuf *s, const kn_fused_ir *ir, const char *name) {
     kn_op_id op = ir->reduce_op;
+    bool epilogue = ir->n_pro < ir->n_steps;
     const char *init = reduce_init(op);
     const char *out_t = ctypes[ir->reduce_dtype].storage;
     char fin[64];
@@ -105,38 +109,43 @@ static void emit_reduction_main(kn_strbuf *s, const kn_fused_ir *ir, const char 
     emit(s, "    if (row <= chunk) {\n");
     emit(s, "#pragma omp parallel for num_threads(threads) schedule(static) reduction(|:bad) if(threads > 1 && numel > chunk)\n");
     emit(s, "        for (int64_t r = 0; r < rows; r++) {\n            double a = %s;\n", init);
-    emit(s, "            bad |= %s_run(base, size, stride, r * row, (r + 1) * row, A, &a);\n", name);
-    emit(s, "            out[r] = %s;\n        }\n        return bad;\n    }\n", fin);
+    emit(s, "            bad |= %s_run(base, size, stride, r * row, (r + 1) * row, A, &a, 0);\n", name);
+    emit(s, "            out[r] = %s;\n", fin);
+    if (epilogue) emit(s, "            bad |= %s_epi(base, size, stride, r * row, (r + 1) * row, A, 0, (double)out[r]);\n", name);
+    emit(s, "        }\n        return bad;\n    }\n");
     emit(s, "    const int64_t chunks = (row + chunk - 1) / chunk;\n");
     emit(s, "    double *part = malloc((size_t)chunks * sizeof *part);\n    if (!part) return 2;\n");
     emit(s, "    for (int64_t r = 0; r < rows; r++) {\n");
     emit(s, "#pragma omp parallel for num_threads(threads) schedule(static) reduction(|:bad)\n");
     emit(s, "        for (int64_t c = 0; c < chunks; c++) {\n            part[c] = %s;\n", init);
-    emit(s, "            bad |= %s_run(base, size, stride, r * row + c * chunk, r * row + KN_FK_MIN(row, (c + 1) * chunk), A, &part[c]);\n", name);
+    emit(s, "            bad |= %s_run(base, size, stride, r * row + c * chunk, r * row + KN_FK_MIN(row, (c + 1) * chunk), A, &part[c], 0);\n", name);
     emit(s, "        }\n        double a = part[0];\n");
     emit(s, "        for (int64_t c = 1; c < chunks; c++) a = %s_combine(a, part[c]);\n", name);
-    emit(s, "        out[r] = %s;\n    }\n    free(part);\n    return bad;\n}\n\n", fin);
+    emit(s, "        out[r] = %s;\n", fin);
+    if (epilogue) {
+        emit(s, "#pragma omp parallel for num_threads(threads) schedule(static) reduction(|:bad)\n");
+        emit(s, "        for (int64_t c = 0; c < chunks; c++)\n");
+        emit(s, "            bad |= %s_epi(base, size, stride, r * row + c * chunk, r * row + KN_FK_MIN(row, (c + 1) * chunk), A, 0, "
+                "(double)out[r]);\n", name);
+    }
+    emit(s, "    }\n    free(part);\n    return bad;\n}\n\n");
 }
 
-static void emit_kernel(kn_strbuf *s, const kn_fused_ir *ir, const char *name) {
+/* One pass over a flat range [begin, end): the loads, steps [0, n), the stores of steps
+ * [store_from, n) and, for a reduction's first pass, the fold into *acc. A reduction's second
+ * pass (its epilogue) gets the row's reduced value as rv. */
+static void emit_pass(kn_strbuf *s, const kn_fused_ir *ir, const kn_dtype *odt, const char *name, const char *suffix,
+                      int n, int store_from, bool fold) {
     int nop = ir->n_out + ir->n_in, r = ir->rank, last = r - 1;
-    /* Operand k's storage type: outputs first, then inputs. */
-    kn_dtype odt[KN_FUSED_MAX_OPERANDS];
-    for (int j = 0; j < ir->n_steps; j++)
-        if (ir->steps[j].output >= 0) odt[ir->steps[j].output] = ir->steps[j].out_dtype;
-    for (int i = 0; i < ir->n_in; i++) odt[ir->n_out + i] = ir->in_dtype[i];
-
-    bool reduces = ir->reduce_op != KN_OP_COUNT;
-    if (reduces) emit_combine(s, ir->reduce_op, name);
-    emit(s, "static int %s_run(char *const *base, const int64_t *size, const int64_t *stride, int64_t begin, "
-            "int64_t end, const double *A, double *acc) {\n", name);
+    emit(s, "static int %s_%s(char *const *base, const int64_t *size, const int64_t *stride, int64_t begin, "
+            "int64_t end, const double *A, double *acc, double rv) {\n", name, suffix);
+    emit(s, "    (void)acc, (void)rv;\n");
     /* A reduction folds blocks of the chain's values into 8 lanes, so that the chain's loop
      * has no loop-carried dependency and vectorizes. */
-    if (reduces) emit(s, "    double lane[8] = {%s, %s, %s, %s, %s, %s, %s, %s};\n", reduce_init(ir->reduce_op),
-                      reduce_init(ir->reduce_op), reduce_init(ir->reduce_op), reduce_init(ir->reduce_op),
-                      reduce_init(ir->reduce_op), reduce_init(ir->reduce_op), reduce_init(ir->reduce_op),
-                      reduce_init(ir->reduce_op));
-    else emit(s, "    (void)acc;\n");
+    if (fold) {
+        const char *init = reduce_init(ir->reduce_op);
+        emit(s, "    double lane[8] = {%s, %s, %s, %s, %s, %s, %s, %s};\n", init, init, init, init, init, init, init, init);
+    }
     emit(s, "    int bad = 0;\n    int64_t idx[%d];\n    int64_t rem = begin;\n", r);
     emit(s, "    for (int d = %d; d >= 0; d--) { idx[d] = rem %% size[d]; rem /= size[d]; }\n", last);
     for (int k = 0; k < nop; k++)
@@ -149,9 +158,9 @@ static void emit_kernel(kn_strbuf *s, const kn_fused_ir *ir, const char *name) {
         for (int d = 0; d < last; d++)
             if (!(ir->outer_zero[k] & (1u << d))) emit(s, " + idx[%d] * stride[%d]", d, k * KN_MAX_DIMS + d);
         if (ir->inner[k] != KN_FUSED_INNER_ZERO) emit(s, " + idx[%d] * stride[%d]", last, k * KN_MAX_DIMS + last);
-        emit(s, ";\n");
+        emit(s, ";\n        (void)p%d;\n", k);
     }
-    if (reduces)
+    if (fold)
         emit(s, "        for (int64_t i0 = 0; i0 < len; i0 += 256) {\n        const int64_t i1 = KN_FK_MIN(len, i0 + 256);\n"
                 "        double t[256];\n        for (int64_t i = i0; i < i1; i++) {\n");
     else
@@ -164,8 +173,8 @@ static void emit_kernel(kn_strbuf *s, const kn_fused_ir *ir, const char *name) {
         else snprintf(idx, sizeof idx, "i * s%d", k);
         emit(s, "            const %s v%d = %s(p%d[%s]);\n", ctypes[odt[k]].compute, i, ctypes[odt[k]].load, k, idx);
     }
-    for (int j = 0; j < ir->n_steps; j++) emit_step(s, ir, j);
-    for (int j = 0; j < ir->n_steps; j++) {
+    for (int j = 0; j < n; j++) emit_step(s, ir, j);
+    for (int j = store_from; j < n; j++) {
         int k = ir->steps[j].output;
         if (k < 0) continue;
         const char *at = ir->inner[k] == KN_FUSED_INNER_UNIT ? "i" : ir->inner[k] == KN_FUSED_INNER_ZERO ? "0" : NULL;
@@ -174,7 +183,7 @@ static void emit_kernel(kn_strbuf *s, const kn_fused_ir *ir, const char *name) {
         else snprintf(idx, sizeof idx, "i * s%d", k);
         emit(s, "            p%d[%s] = %s(v%d);\n", k, idx, ctypes[odt[k]].store, ir->n_in + j);
     }
-    if (reduces) {
+    if (fold) {
         emit(s, "            t[i - i0] = (double)v%d;\n        }\n", ir->reduce_arg);
         emit(s, "        int64_t j = 0;\n        for (; j + 8 <= i1 - i0; j += 8)\n"
                 "            for (int l = 0; l < 8; l++) lane[l] = %s_combine(lane[l], t[j + l]);\n", name);
@@ -183,8 +192,21 @@ static void emit_kernel(kn_strbuf *s, const kn_fused_ir *ir, const char *name) {
     emit(s, "        }\n        pos += len;\n        idx[%d] += len;\n", last);
     emit(s, "        for (int d = %d; d > 0 && idx[d] == size[d]; d--) { idx[d] = 0; idx[d - 1]++; }\n", last);
     emit(s, "    }\n");
-    if (reduces) emit(s, "    for (int l = 0; l < 8; l++) *acc = %s_combine(*acc, lane[l]);\n", name);
+    if (fold) emit(s, "    for (int l = 0; l < 8; l++) *acc = %s_combine(*acc, lane[l]);\n", name);
     emit(s, "    return bad;\n}\n\n");
+}
+
+static void emit_kernel(kn_strbuf *s, const kn_fused_ir *ir, const char *name) {
+    /* Operand k's storage type: outputs first, then inputs. */
+    kn_dtype odt[KN_FUSED_MAX_OPERANDS];
+    for (int j = 0; j < ir->n_steps; j++)
+        if (ir->steps[j].output >= 0) odt[ir->steps[j].output] = ir->steps[j].out_dtype;
+    for (int i = 0; i < ir->n_in; i++) odt[ir->n_out + i] = ir->in_dtype[i];
+
+    bool reduces = ir->reduce_op != KN_OP_COUNT;
+    if (reduces) emit_combine(s, ir->reduce_op, name);
+    emit_pass(s, ir, odt, name, "run", reduces ? ir->n_pro : ir->n_steps, 0, reduces);
+    if (reduces && ir->n_pro < ir->n_steps) emit_pass(s, ir, odt, name, "epi", ir->n_steps, ir->n_pro, false);
     if (reduces) {
         emit_reduction_main(s, ir, name);
         return;
@@ -196,10 +218,10 @@ static void emit_kernel(kn_strbuf *s, const kn_fused_ir *ir, const char *name) {
             "const double *A, int threads) {\n", name);
     emit(s, "    (void)row;\n");
     emit(s, "    const int64_t chunk = 16384;\n    int64_t chunks = (numel + chunk - 1) / chunk;\n    int bad = 0;\n");
-    emit(s, "    if (threads <= 1 || chunks <= 1) return %s_run(base, size, stride, 0, numel, A, 0);\n", name);
+    emit(s, "    if (threads <= 1 || chunks <= 1) return %s_run(base, size, stride, 0, numel, A, 0, 0);\n", name);
     emit(s, "#pragma omp parallel for num_threads(threads) schedule(static) reduction(|:bad)\n");
     emit(s, "    for (int64_t c = 0; c < chunks; c++)\n");
-    emit(s, "        bad |= %s_run(base, size, stride, c * chunk, KN_FK_MIN(numel, (c + 1) * chunk), A, 0);\n", name);
+    emit(s, "        bad |= %s_run(base, size, stride, c * chunk, KN_FK_MIN(numel, (c + 1) * chunk), A, 0, 0);\n", name);
     emit(s, "    return bad;\n}\n\n");
 }
 
