@@ -10,14 +10,17 @@
 #include "core/error.h"
 #include "core/stats.h"
 
+/* One kernel; entries never move, so a schedule can hold on to them. fn is NULL while being
+ * built and forever after a failed build (its ops then run one by one). */
 typedef struct loaded {
-    char *key;
     uint64_t hash;
     kn_fused_fn fn;
+    char name[24]; /* its symbol: kn_fk_<hash> */
+    char key[];
 } loaded;
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-static loaded *table;
+static loaded **table; /* open addressing */
 static size_t table_cap, table_count;
 
 static uint64_t fnv1a(const char *s) {
@@ -26,96 +29,80 @@ static uint64_t fnv1a(const char *s) {
     return h;
 }
 
-static loaded *find(const char *key, uint64_t hash) {
-    if (!table_cap) return NULL;
-    for (size_t i = hash & (table_cap - 1);; i = (i + 1) & (table_cap - 1)) {
-        if (!table[i].key) return NULL;
-        if (table[i].hash == hash && strcmp(table[i].key, key) == 0) return &table[i];
+static bool grow(void) {
+    size_t cap = table_cap ? 2 * table_cap : 256;
+    loaded **t = calloc(cap, sizeof *t);
+    if (!t) return false;
+    for (size_t i = 0; i < table_cap; i++) {
+        if (!table[i]) continue;
+        size_t j = table[i]->hash & (cap - 1);
+        while (t[j]) j = (j + 1) & (cap - 1);
+        t[j] = table[i];
     }
-}
-
-static bool insert(char *key, uint64_t hash, kn_fused_fn fn) {
-    if (2 * (table_count + 1) > table_cap) {
-        size_t cap = table_cap ? 2 * table_cap : 256;
-        loaded *t = calloc(cap, sizeof *t);
-        if (!t) return false;
-        for (size_t i = 0; i < table_cap; i++) {
-            if (!table[i].key) continue;
-            size_t j = table[i].hash & (cap - 1);
-            while (t[j].key) j = (j + 1) & (cap - 1);
-            t[j] = table[i];
-        }
-        free(table);
-        table = t;
-        table_cap = cap;
-    }
-    size_t j = hash & (table_cap - 1);
-    while (table[j].key) j = (j + 1) & (table_cap - 1);
-    table[j] = (loaded){key, hash, fn};
-    table_count++;
+    free(table);
+    table = t;
+    table_cap = cap;
     return true;
 }
 
-/* Looks key up, or inserts it with fn; NULL if out of memory. The table owns the key. */
-static loaded *find_or_insert(const char *key, kn_fused_fn fn, bool *found) {
+/* The entry of key, made (with no function yet) if there is none; *made says which. NULL
+ * when out of memory. */
+static loaded *entry_for(const char *key, bool *made) {
     uint64_t h = fnv1a(key);
-    loaded *l = find(key, h);
-    *found = l != NULL;
-    if (l) return l;
-    char *copy = strdup(key);
-    if (!copy || !insert(copy, h, fn)) {
-        free(copy);
-        return NULL;
-    }
-    return find(key, h);
+    *made = false;
+    if (2 * (table_count + 1) > table_cap && !grow()) return NULL;
+    size_t j = h & (table_cap - 1);
+    for (; table[j]; j = (j + 1) & (table_cap - 1))
+        if (table[j]->hash == h && strcmp(table[j]->key, key) == 0) return table[j];
+    size_t len = strlen(key);
+    loaded *l = malloc(sizeof *l + len + 1);
+    if (!l) return NULL;
+    l->hash = h;
+    l->fn = NULL;
+    snprintf(l->name, sizeof l->name, "kn_fk_%016llx", (unsigned long long)h);
+    memcpy(l->key, key, len + 1);
+    table[j] = l;
+    table_count++;
+    *made = true;
+    return l;
 }
 
 kn_status kn_cpu_fused_compile(const kn_fused_ir *const *irs, int n, kn_fused_fn *fns) {
-    enum { KEY_MAX = 4096 };
-    char *key = malloc(KEY_MAX);
+    /* per IR its entry; per kernel to build its IR, symbol and loaded address */
+    loaded **entries = calloc((size_t)n, sizeof *entries);
     const kn_fused_ir **todo = malloc((size_t)n * sizeof *todo);
-    char (*names)[32] = malloc((size_t)n * sizeof *names);
-    const char **name_ptrs = malloc((size_t)n * sizeof *name_ptrs);
+    const char **names = malloc((size_t)n * sizeof *names);
     void **got = malloc((size_t)n * sizeof *got);
-    if (!key || !todo || !names || !name_ptrs || !got) {
-        free(key), free(todo), free(names), free(name_ptrs), free(got);
-        return kn_error(KN_ERR_OOM, "fused: out of host memory loading kernels");
-    }
-    kn_status st = KN_OK;
+    kn_status st = entries && todo && names && got ? KN_OK
+                                                   : kn_error(KN_ERR_OOM, "fused: out of host memory loading kernels");
     pthread_mutex_lock(&table_lock);
-    /* New kernels enter the table with no function, so that one schedule's duplicates and a
-     * kernel that failed to build are looked up, not built again. */
     int n_todo = 0;
     for (int i = 0; i < n && st == KN_OK; i++) {
-        kn_fused_key_text(irs[i], key, KEY_MAX);
-        bool found;
-        loaded *l = find_or_insert(key, NULL, &found);
-        if (!l) {
+        char key[4096];
+        kn_fused_key_text(irs[i], key, sizeof key);
+        bool made;
+        entries[i] = entry_for(key, &made);
+        if (!entries[i]) {
             st = kn_error(KN_ERR_OOM, "fused: out of host memory loading kernels");
-        } else if (found) {
+        } else if (!made) { /* loaded before, failed before, or twice in this schedule */
             kn_stat_add(KN_STAT_CACHE_MEMORY_HITS, 1);
         } else {
-            snprintf(names[n_todo], sizeof names[0], "kn_fk_%016llx", (unsigned long long)l->hash);
-            name_ptrs[n_todo] = names[n_todo];
-            todo[n_todo++] = irs[i];
+            todo[n_todo] = irs[i];
+            names[n_todo++] = entries[i]->name;
         }
     }
     if (st == KN_OK && n_todo) {
-        char *source = kn_cpu_codegen_source(todo, name_ptrs, n_todo);
-        st = source ? kn_jit_load(source, n_todo, name_ptrs, got) : kn_last_status();
+        char *source = kn_cpu_codegen_source(todo, names, n_todo);
+        st = source ? kn_jit_load(source, n_todo, names, got) : kn_last_status();
         free(source);
-        for (int m = 0; st == KN_OK && m < n_todo; m++) { /* entries may have moved as the table grew */
-            kn_fused_key_text(todo[m], key, KEY_MAX);
-            find(key, fnv1a(key))->fn = (kn_fused_fn)got[m];
-        }
+        for (int i = 0, m = 0; st == KN_OK && i < n; i++) /* the new entries, in the order they were made */
+            if (m < n_todo && entries[i]->name == names[m]) entries[i]->fn = (kn_fused_fn)got[m++];
     }
-    /* the table may have grown: look every kernel up again (NULL: runs op by op) */
-    for (int i = 0; i < n; i++) {
-        kn_fused_key_text(irs[i], key, KEY_MAX);
-        loaded *l = find(key, fnv1a(key));
-        fns[i] = l ? l->fn : NULL;
-    }
+    for (int i = 0; i < n; i++) fns[i] = entries && entries[i] ? entries[i]->fn : NULL;
     pthread_mutex_unlock(&table_lock);
-    free(key), free(todo), free(names), free(name_ptrs), free(got);
+    free(entries);
+    free(todo);
+    free(names);
+    free(got);
     return st;
 }
