@@ -1,0 +1,89 @@
+/* Matrix products in bf16 and f16 against a float64 reference computed from the rounded
+ * inputs: the decode shape (a few rows times a weight used transposed, which streams the
+ * 16-bit weight as it is) and the general shape (both operands widened), with odd sizes that
+ * leave vector tails, strided rows, and a batch. */
+#include <stdlib.h>
+
+#include "harness.h"
+
+/* want[m, n] = sum_k a[m, k] * w[n, k] */
+static double *reference(const double *a, const double *w, int64_t M, int64_t N, int64_t K) {
+    double *want = calloc((size_t)(M * N), sizeof *want);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < K; k++) want[m * N + n] += a[m * K + k] * w[n * K + k];
+    return want;
+}
+
+/* Sums of K products of [-1, 1) values: f32 accumulation, then one rounding to the dtype. */
+static tolerance sum_tol(kn_dtype dt, int64_t K) {
+    tolerance t = tol_for(dt);
+    t.atol *= (double)K / 8;
+    return t;
+}
+
+static void check_linear(kn_dtype dt, int64_t M, int64_t N, int64_t K) {
+    kn_scope_push();
+    kn_tensor *x = rand_tensor(KN_SHAPE(1, M, K), dt, -1, 1), *w = rand_tensor(KN_SHAPE(N, K), dt, -1, 1);
+    double *a = read_f64(x), *wv = read_f64(w), *want = reference(a, wv, M, N, K);
+    char what[96];
+    snprintf(what, sizeof what, "linear %s [1, %lld, %lld] x [%lld, %lld]^T", kn_dtype_name(dt), (long long)M,
+             (long long)K, (long long)N, (long long)K);
+    kn_tensor *y = kn_linear(x, w, NULL);
+    CHECK(y && kn_dtype_of(y) == dt);
+    CHECK_SHAPE(y, KN_SHAPE(1, M, N));
+    CHECK_CLOSE(y, want, sum_tol(dt, K), what);
+    free(a), free(wv), free(want);
+    kn_scope_pop();
+}
+
+static void test_decode_shapes(void) {
+    kn_dtype dts[] = {KN_BF16, KN_F16};
+    for (int d = 0; d < 2; d++) {
+        check_linear(dts[d], 1, 37, 100);   /* a partial tile of rows and a vector tail */
+        check_linear(dts[d], 1, 64, 288);
+        check_linear(dts[d], 3, 130, 768);  /* a few rows at once */
+        check_linear(dts[d], 8, 5, 7);      /* K shorter than one vector */
+        check_linear(dts[d], 17, 40, 96);   /* past the few-row path: widened */
+    }
+}
+
+/* Rows of x that are not contiguous (a column slice) and a weight that is a slice of a wider
+ * matrix: the kernel reads both through their strides. */
+static void test_strided_operands(void) {
+    kn_scope_push();
+    const int64_t M = 2, N = 33, K = 50;
+    kn_tensor *xw = rand_tensor(KN_SHAPE(M, 2 * K), KN_BF16, -1, 1), *ww = rand_tensor(KN_SHAPE(N, K + 6), KN_BF16, -1, 1);
+    kn_tensor *x = kn_slice(xw, 1, 0, 2 * K, 2), *w = kn_narrow(ww, 1, 3, K);
+    double *a = read_f64(x), *wv = read_f64(w), *want = reference(a, wv, M, N, K);
+    kn_tensor *y = kn_matmul(x, kn_transpose(w, 0, 1));
+    CHECK_SHAPE(y, KN_SHAPE(M, N));
+    CHECK_CLOSE(y, want, sum_tol(KN_BF16, K), "strided bf16 rows and weight");
+    free(a), free(wv), free(want);
+    kn_scope_pop();
+}
+
+/* A batch of single rows (bmm) does not take the weight path; its results are the same. */
+static void test_batched_rows(void) {
+    kn_scope_push();
+    const int64_t B = 3, N = 20, K = 40;
+    kn_tensor *x = rand_tensor(KN_SHAPE(B, 1, K), KN_BF16, -1, 1), *w = rand_tensor(KN_SHAPE(B, N, K), KN_BF16, -1, 1);
+    double *a = read_f64(x), *wv = read_f64(w), *want = malloc(sizeof(double) * (size_t)(B * N));
+    for (int64_t b = 0; b < B; b++) {
+        double *r = reference(a + b * K, wv + b * N * K, 1, N, K);
+        for (int64_t n = 0; n < N; n++) want[b * N + n] = r[n];
+        free(r);
+    }
+    kn_tensor *y = kn_matmul(x, kn_transpose(w, 1, 2));
+    CHECK_SHAPE(y, KN_SHAPE(B, 1, N));
+    CHECK_CLOSE(y, want, sum_tol(KN_BF16, K), "batched bf16 rows");
+    free(a), free(wv), free(want);
+    kn_scope_pop();
+}
+
+int main(void) {
+    RUN(test_decode_shapes);
+    RUN(test_strided_operands);
+    RUN(test_batched_rows);
+    return test_summary();
+}
