@@ -1,7 +1,7 @@
 /* CPU matmul through OpenBLAS: strided operands go to BLAS as they are when one of their
- * last two strides is 1, single rows use GEMV (no packing), 16-bit floats are widened to f32
- * (few rows against a weight: widened as they stream, k_linalg_skinny.c), integers use a
- * plain loop. */
+ * last two strides is 1, single rows use GEMV (no packing), 16-bit floats are widened to f32,
+ * integers use a plain loop. A few rows times a weight stored [N, K] (decode) go to
+ * k_linalg_skinny.c instead, in f32 and 16-bit floats alike. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,19 +129,9 @@ GEMM_FLOAT(f64, double, cblas_dgemm, cblas_dgemv)
 MATMUL_BATCHES(f32, float)
 MATMUL_BATCHES(f64, double)
 
-/* 16-bit floats: a few rows times a weight stored [N, K] stream the weight as it is
- * (k_linalg_skinny.c); otherwise both operands are widened to contiguous f32, multiplied, and
- * the result narrowed. */
+/* 16-bit floats: widen both operands to contiguous f32, multiply, narrow the result. */
 static kn_status matmul_half(kn_node *n, int64_t batches, int64_t M, int64_t N, int64_t K) {
     kn_tensor *a = n->in[0], *b = n->in[1], *out = n->out[0];
-    int nd = a->ndim;
-    if (batches == 1 && M <= KN_SKINNY_MAX_ROWS && a->dtype == out->dtype && b->dtype == out->dtype &&
-        b->stride[nd - 2] == 1 && (b->stride[nd - 1] >= K || N == 1)) {
-        if (!kn_cpu_skinny_half(out->dtype, kn_tensor_data(a), a->stride[nd - 2], a->stride[nd - 1],
-                                kn_tensor_data(b), b->stride[nd - 1], kn_tensor_data(out), M, N, K))
-            return kn_error(KN_ERR_OOM, "matmul: out of memory widening an operand");
-        return KN_OK;
-    }
     kn_device dev = out->storage->device;
     kn_tensor *wa = kn_tensor_alloc("matmul", KN_F32, a->shape, a->ndim, dev);
     kn_tensor *wb = wa ? kn_tensor_alloc("matmul", KN_F32, b->shape, b->ndim, dev) : NULL;
@@ -193,6 +183,14 @@ static kn_status matmul_kernel(kn_node *n) {
     if (batches == 0 || M == 0 || N == 0) return KN_OK;
     if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
         return kn_error(KN_ERR_SHAPE, "matmul: a dim over 2^31 is beyond BLAS");
+    /* A few rows times a weight stored [N, K] (decode): k_linalg_skinny.c. */
+    if (batches == 1 && M <= KN_SKINNY_MAX_ROWS && out->dtype != KN_F64 && kn_dtype_is_float(out->dtype) &&
+        b->stride[nd - 2] == 1 && (b->stride[nd - 1] >= K || N == 1)) {
+        if (!kn_cpu_skinny(out->dtype, kn_tensor_data(a), a->stride[nd - 2], a->stride[nd - 1], kn_tensor_data(b),
+                           b->stride[nd - 1], kn_tensor_data(out), M, N, K))
+            return kn_error(KN_ERR_OOM, "matmul: out of memory widening an operand");
+        return KN_OK;
+    }
     switch (out->dtype) {
     case KN_F32:
         if (matmul_batches_f32(a, kn_tensor_data(a), b, kn_tensor_data(b), kn_tensor_data(out), batches, M, N, K))

@@ -1,7 +1,9 @@
-/* Products of a few rows (decode) with a 16-bit weight stored [N, K] (a linear layer's
- * weight, used transposed): each weight row is widened to f32 in registers as it streams by.
- * Widening the whole matrix into an f32 copy first, as the general 16-bit path does, writes
- * twice the bytes the product reads, on every call. Sums are f32, as the general path's. */
+/* Products of a few rows (decode) with a weight stored [N, K] (a linear layer's weight, used
+ * transposed), in f32, bf16 or f16: each weight row streams through once per row of a, 16-bit
+ * ones widened to f32 in registers. Widening the whole matrix into an f32 copy first, as the
+ * general 16-bit path does, writes twice the bytes the product reads, on every call; and
+ * OpenBLAS's GEMV would hand each call to its own thread pool, whose spinning threads then
+ * compete with kiln's OpenMP threads for the same cores at every op. Sums are f32. */
 #include <stdlib.h>
 
 #if defined(__AVX512F__)
@@ -12,23 +14,33 @@
 
 enum { ROWS = 4 }; /* weight rows per tile: independent FMA chains, and a tile that stays in L1 */
 
+static inline float load_one(kn_dtype dt, const void *w, int64_t i) {
+    switch (dt) {
+    case KN_BF16: return kn_half_to_f32_bf16(((const uint16_t *)w)[i]);
+    case KN_F16: return kn_half_to_f32_f16(((const uint16_t *)w)[i]);
+    default: return ((const float *)w)[i];
+    }
+}
+
 /* y[r] = a . w_r for the ROWS (or fewer, nr) rows of a tile, over K elements. */
-static void dot_rows(kn_dtype dt, const float *a, const uint16_t *w, int64_t ldw, int nr, int64_t K, float *y) {
+static void dot_rows(kn_dtype dt, const float *a, const char *w, int64_t ldw_bytes, int nr, int64_t K, float *y) {
     int64_t k = 0;
 #if defined(__AVX512F__)
     if (nr == ROWS) {
         __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-        const uint16_t *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw;
-#define KN_WIDEN(p)                                                                                      \
-    (dt == KN_BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(                                              \
-                         _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16)) \
-                   : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p))))
+        const char *w0 = w, *w1 = w + ldw_bytes, *w2 = w + 2 * ldw_bytes, *w3 = w + 3 * ldw_bytes;
+        const int64_t es = dt == KN_F32 ? 4 : 2;
+#define KN_WIDEN(p)                                                                                        \
+    (dt == KN_F32    ? _mm512_loadu_ps((const float *)(const void *)(p))                                   \
+     : dt == KN_BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(                                              \
+                           _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16)) \
+                     : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p))))
         for (; k + 16 <= K; k += 16) {
             __m512 x = _mm512_loadu_ps(a + k);
-            s0 = _mm512_fmadd_ps(x, KN_WIDEN(w0 + k), s0);
-            s1 = _mm512_fmadd_ps(x, KN_WIDEN(w1 + k), s1);
-            s2 = _mm512_fmadd_ps(x, KN_WIDEN(w2 + k), s2);
-            s3 = _mm512_fmadd_ps(x, KN_WIDEN(w3 + k), s3);
+            s0 = _mm512_fmadd_ps(x, KN_WIDEN(w0 + k * es), s0);
+            s1 = _mm512_fmadd_ps(x, KN_WIDEN(w1 + k * es), s1);
+            s2 = _mm512_fmadd_ps(x, KN_WIDEN(w2 + k * es), s2);
+            s3 = _mm512_fmadd_ps(x, KN_WIDEN(w3 + k * es), s3);
         }
 #undef KN_WIDEN
         y[0] = _mm512_reduce_add_ps(s0), y[1] = _mm512_reduce_add_ps(s1);
@@ -41,28 +53,25 @@ static void dot_rows(kn_dtype dt, const float *a, const uint16_t *w, int64_t ldw
     /* The tail (and the whole product where no vector path applies): 8 partial sums per row,
      * which the compiler keeps in one vector. */
     for (int r = 0; r < nr; r++) {
-        const uint16_t *wr = w + r * ldw;
+        const char *wr = w + r * ldw_bytes;
         float part[8] = {0};
         int64_t j = k;
         for (; j + 8 <= K; j += 8)
-            for (int l = 0; l < 8; l++)
-                part[l] += a[j + l] * (dt == KN_BF16 ? kn_half_to_f32_bf16(wr[j + l]) : kn_half_to_f32_f16(wr[j + l]));
+            for (int l = 0; l < 8; l++) part[l] += a[j + l] * load_one(dt, wr, j + l);
         float s = 0;
         for (int l = 0; l < 8; l++) s += part[l];
-        for (; j < K; j++) s += a[j] * (dt == KN_BF16 ? kn_half_to_f32_bf16(wr[j]) : kn_half_to_f32_f16(wr[j]));
+        for (; j < K; j++) s += a[j] * load_one(dt, wr, j);
         y[r] += s;
     }
 }
 
-bool kn_cpu_skinny_half(kn_dtype dt, const uint16_t *a, int64_t ars, int64_t acs, const uint16_t *w, int64_t ldw,
-                        uint16_t *c, int64_t M, int64_t N, int64_t K) {
+bool kn_cpu_skinny(kn_dtype dt, const void *a, int64_t ars, int64_t acs, const void *w, int64_t ldw, void *c,
+                   int64_t M, int64_t N, int64_t K) {
     float *af = malloc(sizeof(float) * (size_t)(M * K));
     if (!af) return false;
     for (int64_t i = 0; i < M; i++)
-        for (int64_t k = 0; k < K; k++) {
-            uint16_t v = a[i * ars + k * acs];
-            af[i * K + k] = dt == KN_BF16 ? kn_half_to_f32_bf16(v) : kn_half_to_f32_f16(v);
-        }
+        for (int64_t k = 0; k < K; k++) af[i * K + k] = load_one(dt, a, i * ars + k * acs);
+    const int64_t es = dt == KN_F32 ? 4 : 2;
     const int64_t tiles = (N + ROWS - 1) / ROWS;
     _Pragma("omp parallel for num_threads(kn_cpu_threads_for(M * N * K / 4)) schedule(static)")
     for (int64_t t = 0; t < tiles; t++) {
@@ -70,9 +79,12 @@ bool kn_cpu_skinny_half(kn_dtype dt, const uint16_t *a, int64_t ars, int64_t acs
         const int nr = N - n0 < ROWS ? (int)(N - n0) : ROWS;
         for (int64_t i = 0; i < M; i++) { /* the tile's rows stay in cache across the M rows of a */
             float y[ROWS];
-            dot_rows(dt, af + i * K, w + n0 * ldw, ldw, nr, K, y);
-            for (int r = 0; r < nr; r++)
-                c[i * N + n0 + r] = dt == KN_BF16 ? kn_half_from_f32_bf16(y[r]) : kn_half_from_f32_f16(y[r]);
+            dot_rows(dt, af + i * K, (const char *)w + n0 * ldw * es, ldw * es, nr, K, y);
+            for (int r = 0; r < nr; r++) {
+                int64_t o = i * N + n0 + r;
+                if (dt == KN_F32) ((float *)c)[o] = y[r];
+                else ((uint16_t *)c)[o] = dt == KN_BF16 ? kn_half_from_f32_bf16(y[r]) : kn_half_from_f32_f16(y[r]);
+            }
         }
     }
     free(af);

@@ -1,7 +1,7 @@
-/* Matrix products in bf16 and f16 against a float64 reference computed from the rounded
+/* Matrix products in f32, bf16 and f16 against a float64 reference computed from the rounded
  * inputs: the decode shape (a few rows times a weight used transposed, which streams the
- * 16-bit weight as it is) and the general shape (both operands widened), with odd sizes that
- * leave vector tails, strided rows, and a batch. */
+ * weight as it is, 16-bit ones widened in registers) and the general shape (BLAS; 16-bit
+ * operands widened first), with odd sizes that leave vector tails, strided rows, and a batch. */
 #include <stdlib.h>
 
 #include "harness.h"
@@ -15,7 +15,8 @@ static double *reference(const double *a, const double *w, int64_t M, int64_t N,
     return want;
 }
 
-/* Sums of K products of [-1, 1) values: f32 accumulation, then one rounding to the dtype. */
+/* Sums of K products of [-1, 1) values: f32 accumulation (in another order than the
+ * reference's), then one rounding to the dtype. */
 static tolerance sum_tol(kn_dtype dt, int64_t K) {
     tolerance t = tol_for(dt);
     t.atol *= (double)K / 8;
@@ -38,8 +39,8 @@ static void check_linear(kn_dtype dt, int64_t M, int64_t N, int64_t K) {
 }
 
 static void test_decode_shapes(void) {
-    kn_dtype dts[] = {KN_BF16, KN_F16};
-    for (int d = 0; d < 2; d++) {
+    kn_dtype dts[] = {KN_F32, KN_BF16, KN_F16};
+    for (int d = 0; d < 3; d++) {
         check_linear(dts[d], 1, 37, 100);   /* a partial tile of rows and a vector tail */
         check_linear(dts[d], 1, 64, 288);
         check_linear(dts[d], 3, 130, 768);  /* a few rows at once */
