@@ -18,6 +18,9 @@ typedef struct lm_rope_scaling {
     double factor;
     double low_freq_factor, high_freq_factor;  /* llama3 */
     double beta_fast, beta_slow;               /* yarn */
+    double attention_factor;                   /* yarn: 0 = from factor (and mscale, mscale_all_dim) */
+    double mscale, mscale_all_dim;             /* yarn; 0 when absent */
+    bool truncate;                             /* yarn: round the correction range (default true) */
     int original_max_position_embeddings;
 } lm_rope_scaling;
 
@@ -43,6 +46,10 @@ typedef struct lm_config {
  * naming the file and the key. */
 kn_status lm_config_load(const char *path, lm_config *out);
 const char *lm_family_name(lm_family f);
+/* RoPE's inverse frequencies (head_dim / 2 of them) and the factor cos and sin are scaled by,
+ * as transformers computes them for the config's rope type; seq_len (the largest position
+ * + 1) matters to the dynamic type only. */
+kn_status lm_rope_frequencies(const lm_config *c, int64_t seq_len, float *inv_freq, double *attention_factor);
 
 typedef struct lm lm;
 
