@@ -58,7 +58,7 @@ typedef struct lm_load_options {
     kn_dtype dtype;     /* KN_DTYPE_COUNT: as stored in the files */
 } lm_load_options;
 
-/* dir holds config.json and the safetensors weights (see kiln/hf.h). */
+/* dir holds config.json and the safetensors weights (see kiln/hf.h); o NULL: the CPU, as stored. */
 lm *lm_load(const char *dir, const lm_load_options *o);
 /* A model with seeded random weights (the current Philox seed) on the default device. */
 lm *lm_new(const lm_config *c, kn_dtype dtype);
