@@ -232,6 +232,29 @@ static void test_loss_matches_transformers(void) {
     }
 }
 
+/* Fine-tuning runs through lm_loss: every parameter of each family gets a finite gradient. */
+static void test_loss_backward_reaches_every_parameter(void) {
+    for (int f = 0; f < 5; f++) {
+        lm *m = load(FAMILIES[f], KN_CPU, KN_F32);
+        kn_scope_push();
+        int64_t ids[6] = {1, 17, 300, 42, 7, 9}, targets[6] = {17, 300, 42, 7, 9, -1};
+        kn_tensor *loss = m ? lm_loss(m, kn_from_host(ids, KN_I64, KN_SHAPE(1, 6), KN_CPU),
+                                      kn_from_host(targets, KN_I64, KN_SHAPE(1, 6), KN_CPU)) : NULL;
+        CHECK_MSG(loss && kn_backward(loss) == KN_OK, "%s: %s", FAMILIES[f], kn_last_error());
+        kn_named_tensors list = {0};
+        CHECK(m && kn_module_named(lm_module(m), KN_PARAMS, &list) == KN_OK);
+        for (int i = 0; i < list.count; i++) {
+            kn_tensor *g = kn_grad(list.tensors[i]);
+            double norm = NAN;
+            CHECK_MSG(g && kn_item(kn_norm(g, 2, KN_ALL_DIMS, false), &norm) == KN_OK && isfinite(norm) && norm > 0,
+                      "%s: %s has no finite gradient", FAMILIES[f], list.names[i]);
+        }
+        kn_named_tensors_free(&list);
+        kn_scope_pop();
+        lm_free(m);
+    }
+}
+
 static void test_sharded_files_load_as_the_single_file(void) {
     lm *a = load("llama3", KN_CPU, KN_DTYPE_COUNT), *b = load("llama3_sharded", KN_CPU, KN_DTYPE_COUNT);
     CHECK(logits_error(b, "llama3") == logits_error(a, "llama3"));
@@ -263,6 +286,15 @@ static void test_meta_device_load_gives_shapes_only(void) {
     CHECK(k && kn_device_of(k).type == KN_DEVICE_META && kn_size(k, 0) == 64 && kn_size(k, 1) == 64);
     CHECK(qn && kn_ndim(qn) == 1 && kn_size(qn, 0) == 32);
     CHECK(m && kn_module_num_params(lm_module(m)) > 0);
+    /* a forward traces shapes on the meta device too */
+    kn_scope_push();
+    kn_device was = kn_default_device();
+    kn_set_default_device(KN_META);
+    kn_tensor *x = kn_empty(KN_SHAPE(1, 3), KN_I64);
+    kn_set_default_device(was);
+    kn_tensor *logits = m ? lm_forward(m, x, NULL) : NULL;
+    CHECK_MSG(logits && kn_device_of(logits).type == KN_DEVICE_META && kn_size(logits, 2) == 512, "%s", kn_last_error());
+    kn_scope_pop();
     lm_free(m);
 }
 
@@ -399,6 +431,7 @@ int main(void) {
     RUN(test_cached_decode_equals_uncached_forward);
     RUN(test_left_padded_batch_rows_equal_unpadded_rows);
     RUN(test_loss_matches_transformers);
+    RUN(test_loss_backward_reaches_every_parameter);
     RUN(test_sharded_files_load_as_the_single_file);
     RUN(test_f16_and_bf16_files_load);
     RUN(test_meta_device_load_gives_shapes_only);

@@ -184,6 +184,16 @@ void lm_cache_reset(lm_cache *c) { c->len = 0; }
 
 /* ---- forward ------------------------------------------------------------------------------- */
 
+/* A tensor of host values on dev; on the meta device only its shape (nothing holds values there). */
+static kn_tensor *upload(const void *data, kn_dtype dtype, kn_shape shape, kn_device dev) {
+    if (dev.type != KN_DEVICE_META) return kn_from_host(data, dtype, shape, dev);
+    kn_device was = kn_default_device();
+    kn_set_default_device(dev);
+    kn_tensor *t = kn_empty(shape, dtype);
+    kn_set_default_device(was);
+    return t;
+}
+
 /* Rotary tables cos and sin [rows, T, 1, D] (sin negated on the first half: rotate_half's sign)
  * for positions pos [rows, T], in f32 as transformers computes them, cast to the model dtype. */
 static bool rope_tables(lm *m, lm_step *s, const int64_t *pos, int64_t rows) {
@@ -204,8 +214,9 @@ static bool rope_tables(lm *m, lm_step *s, const int64_t *pos, int64_t rows) {
         }
     kn_device dev = kn_device_of(embedding(m));
     kn_dtype dt = lm_dtype(m);
-    s->cos = kn_cast(kn_from_host(cs, KN_F32, KN_SHAPE(rows, T, 1, D), dev), dt);
-    s->sin = kn_cast(kn_from_host(sn, KN_F32, KN_SHAPE(rows, T, 1, D), dev), dt);
+    s->cos = upload(cs, KN_F32, KN_SHAPE(rows, T, 1, D), dev);
+    s->sin = upload(sn, KN_F32, KN_SHAPE(rows, T, 1, D), dev);
+    if (dt != KN_F32) s->cos = kn_cast(s->cos, dt), s->sin = kn_cast(s->sin, dt);
     free(cs);
     return s->cos && s->sin;
 }
@@ -237,8 +248,8 @@ static bool make_step(lm *m, lm_cache *cache, int64_t B, int64_t T, lm_step *s) 
     kn_device dev = kn_device_of(embedding(m));
     bool ok = true;
     if (padded) {
-        s->positions = kn_from_host(pos, KN_I64, KN_SHAPE(B, T), dev);
-        s->mask = kn_from_host(mask, KN_BOOL, KN_SHAPE(B, 1, T, keys), dev);
+        s->positions = upload(pos, KN_I64, KN_SHAPE(B, T), dev);
+        s->mask = upload(mask, KN_BOOL, KN_SHAPE(B, 1, T, keys), dev);
         ok = s->positions && s->mask;
     }
     if (ok && m->cfg.family != LM_GPT2) ok = rope_tables(m, s, pos, rows);
