@@ -31,22 +31,28 @@ static gpt2_config to_gpt2(const lm_config *c) {
     return (gpt2_config){.n_layer = c->n_layers, .n_head = c->n_heads, .n_embd = c->hidden_size,
                          .vocab_size = c->vocab_size, .n_positions = c->max_position_embeddings,
                          .n_inner = c->intermediate_size, .layer_norm_epsilon = c->norm_eps,
-                         .tie_word_embeddings = c->tie_word_embeddings};
+                         .dropout = c->dropout, .tie_word_embeddings = c->tie_word_embeddings};
+}
+
+static void free_root(lm_family family, void *root) {
+    if (family == LM_GPT2) gpt2_free(root);
+    else llama_free(root);
 }
 
 static lm *wrap(const lm_config *c, void *root) {
-    lm *m = root ? calloc(1, sizeof *m) : NULL;
-    if (m && c->family != LM_GPT2) m->inv_freq = malloc(sizeof *m->inv_freq * (size_t)(c->head_dim / 2));
-    if (!m || (c->family != LM_GPT2 && !m->inv_freq)) {
-        if (root && !m) kn_set_error(KN_ERR_OOM, "lm: out of host memory");
-        if (c->family == LM_GPT2) gpt2_free(root);
-        else llama_free(root);
+    if (!root) return NULL;
+    lm *m = calloc(1, sizeof *m);
+    float *inv_freq = c->family != LM_GPT2 ? malloc(sizeof *inv_freq * (size_t)(c->head_dim / 2)) : NULL;
+    if (!m || (c->family != LM_GPT2 && !inv_freq)) {
+        kn_set_error(KN_ERR_OOM, "lm: out of host memory");
+        free_root(c->family, root);
         free(m);
+        free(inv_freq);
         return NULL;
     }
-    m->cfg = *c;
-    m->root = root;
-    if (m->inv_freq) lm_rope_frequencies(c, 0, m->inv_freq, &m->rope_factor);
+    *m = (lm){.cfg = *c, .root = root, .inv_freq = inv_freq, .rope_factor = 1};
+    kn_module_train(root, false);   /* as from_pretrained: no dropout until a trainer asks for it */
+    if (inv_freq) lm_rope_frequencies(c, 0, inv_freq, &m->rope_factor);
     return m;
 }
 
@@ -61,8 +67,7 @@ lm *lm_new(const lm_config *c, kn_dtype dtype) { return wrap(c, new_root(c, dtyp
 
 void lm_free(lm *m) {
     if (!m) return;
-    if (m->cfg.family == LM_GPT2) gpt2_free(m->root);
-    else llama_free(m->root);
+    free_root(m->cfg.family, m->root);
     free(m->inv_freq);
     free(m);
 }
@@ -278,7 +283,7 @@ static kn_tensor *forward(lm *m, kn_tensor *ids, lm_cache *cache, bool last) {
     kn_tensor *logits = NULL;
     if (make_step(m, cache, B, T, &s)) {
         bool gpt = m->cfg.family == LM_GPT2;
-        if (!cache && kn_module_is_training(m->root) && gpt) s.dropout = ((gpt2 *)m->root)->cfg.dropout;
+        if (!cache && kn_module_is_training(m->root)) s.dropout = m->cfg.dropout;
         kn_tensor *x = gpt ? gpt2_hidden(m->root, ids, &s) : llama_hidden(m->root, ids, &s);
         if (last) x = kn_select(x, 1, T - 1);
         logits = gpt ? gpt2_head(m->root, x) : llama_head(m->root, x);

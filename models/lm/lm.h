@@ -33,6 +33,7 @@ typedef struct lm_config {
     double norm_eps;              /* rms_norm_eps / layer_norm_epsilon */
     double rope_theta;
     lm_rope_scaling rope_scaling;
+    double dropout;               /* training only: GPT-2's *_pdrop, Llama/Qwen's attention_dropout */
     bool tie_word_embeddings;
     bool attention_bias;          /* q/k/v biases: Qwen2 true, Llama's attention_bias */
     bool qk_norm;                 /* Qwen3: RMSNorm on q and k per head */
@@ -64,7 +65,8 @@ lm *lm_load(const char *dir, const lm_load_options *o);
 lm *lm_new(const lm_config *c, kn_dtype dtype);
 void lm_free(lm *m);
 const lm_config *lm_config_of(const lm *m);
-/* The module tree (state_dict names as in transformers); parameters require grad. */
+/* The module tree (state_dict names as in transformers); parameters require grad. Models
+ * start in eval mode (no dropout): kn_module_train(lm_module(m), true) to fine-tune. */
 void *lm_module(lm *m);
 kn_dtype lm_dtype(const lm *m);
 

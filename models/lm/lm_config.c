@@ -138,6 +138,7 @@ static void read_llama(reader *r, lm_config *c, const char *model_type) {
     c->max_position_embeddings =
         int_key(r, root, "max_position_embeddings", c->family == LM_LLAMA ? 2048 : 32768);
     c->norm_eps = num_key(r, root, "rms_norm_eps", 1e-6);
+    c->dropout = num_key(r, root, "attention_dropout", 0);
     c->tie_word_embeddings = bool_key(r, root, "tie_word_embeddings", false);
     c->attention_bias = c->family == LM_QWEN2 || bool_key(r, root, "attention_bias", false);
     c->qk_norm = c->family == LM_QWEN3;
@@ -153,6 +154,8 @@ static void read_llama(reader *r, lm_config *c, const char *model_type) {
         fail(r, "head_dim", "must be even (rotary embeddings rotate pairs)");
     else if (r->ok && !(c->norm_eps > 0))
         fail(r, "rms_norm_eps", "must be positive");
+    else if (r->ok && !(c->dropout >= 0 && c->dropout < 1))
+        fail(r, "attention_dropout", "must be in [0, 1)");
 }
 
 static void from_gpt2(const gpt2_config *g, lm_config *c) {
@@ -162,9 +165,10 @@ static void from_gpt2(const gpt2_config *g, lm_config *c) {
     c->n_layers = g->n_layer;
     c->n_heads = c->n_kv_heads = g->n_head;
     c->head_dim = g->n_embd / g->n_head;
-    c->intermediate_size = g->n_inner;
+    c->intermediate_size = g->n_inner ? g->n_inner : 4 * g->n_embd;
     c->max_position_embeddings = g->n_positions;
     c->norm_eps = g->layer_norm_epsilon;
+    c->dropout = g->dropout;
     c->tie_word_embeddings = g->tie_word_embeddings;
     c->attention_bias = true;
 }
