@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
                 return 2;
             }
             char shape[64];
-            snprintf(shape, sizeof shape, "%s %s %s", dir_name(dir), dn, mn);
+            snprintf(shape, sizeof shape, "%.40s %.8s %.8s", dir_name(dir), dn, mn);
             measure(&b, shape, prompt_len, reps);
         }
         kn_set_mode(KN_MODE_STRICT);

@@ -45,7 +45,8 @@ static void test_decode_shapes(void) {
         check_linear(dts[d], 1, 64, 288);
         check_linear(dts[d], 3, 130, 768);  /* a few rows at once */
         check_linear(dts[d], 8, 5, 7);      /* K shorter than one vector */
-        check_linear(dts[d], 17, 40, 96);   /* past the few-row path: widened */
+        check_linear(dts[d], 17, 40, 96);   /* past the few-row path: SGEMM, 16-bit weights widened by panels */
+        check_linear(dts[d], 20, 700, 20);  /* several panels, the last one partial */
     }
 }
 
@@ -82,9 +83,24 @@ static void test_batched_rows(void) {
     kn_scope_pop();
 }
 
+/* A product whose right operand is not a weight used transposed ([K, N] stored as it is). */
+static void test_plain_layout(void) {
+    kn_scope_push();
+    const int64_t M = 20, N = 25, K = 30;
+    kn_tensor *x = rand_tensor(KN_SHAPE(M, K), KN_BF16, -1, 1), *y = rand_tensor(KN_SHAPE(K, N), KN_BF16, -1, 1);
+    kn_tensor *yt = kn_contiguous(kn_transpose(y, 0, 1));
+    double *a = read_f64(x), *wv = read_f64(yt), *want = reference(a, wv, M, N, K);
+    kn_tensor *out = kn_matmul(x, y);
+    CHECK_SHAPE(out, KN_SHAPE(M, N));
+    CHECK_CLOSE(out, want, sum_tol(KN_BF16, K), "bf16 [M, K] x [K, N]");
+    free(a), free(wv), free(want);
+    kn_scope_pop();
+}
+
 int main(void) {
     RUN(test_decode_shapes);
     RUN(test_strided_operands);
     RUN(test_batched_rows);
+    RUN(test_plain_layout);
     return test_summary();
 }

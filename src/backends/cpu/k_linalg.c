@@ -129,6 +129,48 @@ GEMM_FLOAT(f64, double, cblas_dgemm, cblas_dgemv)
 MATMUL_BATCHES(f32, float)
 MATMUL_BATCHES(f64, double)
 
+/* Widens n 16-bit values (contiguous) to f32. */
+static void widen(kn_dtype dt, const uint16_t *restrict x, float *restrict y, int64_t n) {
+    if (dt == KN_BF16)
+        for (int64_t i = 0; i < n; i++) y[i] = kn_half_to_f32_bf16(x[i]);
+    else
+        for (int64_t i = 0; i < n; i++) y[i] = kn_half_to_f32_f16(x[i]);
+}
+
+/* Many rows times a 16-bit weight stored [N, K] (prefill): the weight is widened one panel of
+ * rows at a time into a buffer that stays in cache, in its own memory order, and each panel
+ * goes to SGEMM. Widening the transposed weight as a whole (the general path) gathers it
+ * against its strides and writes an f32 copy of the matrix, and cost more than the product. */
+static bool matmul_half_weight(kn_dtype dt, const kn_tensor *a, const uint16_t *w, int64_t ldw, uint16_t *c,
+                               int64_t M, int64_t N, int64_t K) {
+    const int64_t nb = K >= 16384 ? 16 : 262144 / K; /* a panel of about 1 MB */
+    float *af = malloc(sizeof(float) * (size_t)(M * K)), *wf = malloc(sizeof(float) * (size_t)(nb * K));
+    float *cf = malloc(sizeof(float) * (size_t)(M * N));
+    bool ok = af && wf && cf;
+    if (ok) {
+        const uint16_t *a0 = kn_tensor_data(a);
+        const int64_t ars = a->stride[0], acs = a->stride[1];
+        for (int64_t i = 0; i < M; i++) {
+            if (acs == 1) widen(dt, a0 + i * ars, af + i * K, K);
+            else
+                for (int64_t k = 0; k < K; k++) widen(dt, a0 + i * ars + k * acs, af + i * K + k, 1);
+        }
+        set_blas_threads(kn_get_num_threads());
+        for (int64_t n0 = 0; n0 < N; n0 += nb) {
+            const int64_t rows = N - n0 < nb ? N - n0 : nb;
+            for (int64_t r = 0; r < rows; r++) widen(dt, w + (n0 + r) * ldw, wf + r * K, K);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)rows, (int)K, 1, af, (int)K, wf,
+                        (int)K, 0, cf + n0, (int)N);
+        }
+        for (int64_t i = 0; i < M * N; i++)
+            c[i] = dt == KN_BF16 ? kn_half_from_f32_bf16(cf[i]) : kn_half_from_f32_f16(cf[i]);
+    }
+    free(af);
+    free(wf);
+    free(cf);
+    return ok;
+}
+
 /* 16-bit floats: widen both operands to contiguous f32, multiply, narrow the result. */
 static kn_status matmul_half(kn_node *n, int64_t batches, int64_t M, int64_t N, int64_t K) {
     kn_tensor *a = n->in[0], *b = n->in[1], *out = n->out[0];
@@ -201,7 +243,13 @@ static kn_status matmul_kernel(kn_node *n) {
             return KN_OK;
         return kn_error(KN_ERR_OOM, "matmul: out of memory gathering an operand");
     case KN_F16:
-    case KN_BF16: return matmul_half(n, batches, M, N, K);
+    case KN_BF16:
+        if (batches == 1 && nd == 2 && b->stride[0] == 1 && b->stride[1] >= K) {
+            if (!matmul_half_weight(out->dtype, a, kn_tensor_data(b), b->stride[1], kn_tensor_data(out), M, N, K))
+                return kn_error(KN_ERR_OOM, "matmul: out of memory widening an operand");
+            return KN_OK;
+        }
+        return matmul_half(n, batches, M, N, K);
     case KN_I32: matmul_int_i32(n, batches, M, N, K); return KN_OK;
     case KN_I64: matmul_int_i64(n, batches, M, N, K); return KN_OK;
     default: return kn_error(KN_ERR_DTYPE, "matmul: no CPU kernel for %s", kn_dtype_name(out->dtype));
