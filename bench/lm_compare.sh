@@ -18,6 +18,12 @@ REPS=${REPS:-3}
 PROMPT=${PROMPT:-128}
 GEN=${GEN:-64}
 THREADS=2
+# All three runtimes run their threads through libgomp (llama.cpp's ggml is built with
+# OpenMP too). Its default spin-wait after each parallel region burns the cores that other
+# threads (kiln's host thread, other processes on a shared machine) need: on this 2-core
+# machine shared with other jobs, kiln's decode ran ~5x slower with it. Passive waiting is the
+# default here, for every runtime alike; OMP_WAIT_POLICY=active (or unset by hand) to compare.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 OUT="$DIR/results"
 mkdir -p "$OUT"
 rm -f "$OUT"/*.jsonl
