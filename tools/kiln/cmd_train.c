@@ -16,6 +16,10 @@ static const struct {
 } tasks[] = {
     {"gpt2", train_gpt2_defaults, train_gpt2_run, "GPT-2 (Hugging Face layout) on a token file"},
     {"adder", train_adder_defaults, train_adder_run, "a small GPT that learns to add two 2-digit numbers"},
+    {"llama", train_lm_defaults, train_llama_run, "fine-tune a Llama model directory (--init DIR) on a token file"},
+    {"qwen2", train_lm_defaults, train_qwen2_run, "fine-tune a Qwen2 model directory (--init DIR) on a token file"},
+    {"qwen3", train_lm_defaults, train_qwen3_run, "fine-tune a Qwen3 model directory (--init DIR) on a token file"},
+    {"lm", train_lm_defaults, train_lm_run, "fine-tune any causal LM directory kiln loads (gpt2, llama, qwen2, qwen3)"},
 };
 
 /* Options every task starts from (AdamW as nanoGPT sets it). */
