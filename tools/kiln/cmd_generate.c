@@ -331,6 +331,32 @@ static void print_timing(const lm_generation *g) {
             dec > 0 ? g->decode_tokens / dec : 0);
 }
 
+/* The meta device holds shapes, not values: what the prefill of the batch would run. */
+static bool trace_on_meta(lm *m, const prompts *p) {
+    int64_t T = 0;
+    for (int i = 0; i < p->n; i++) T = (int64_t)p->lens[i] > T ? (int64_t)p->lens[i] : T;
+    const lm_config *c = lm_config_of(m);
+    kn_meta_trace_reset();
+    kn_no_grad_push();
+    kn_scope_push();
+    kn_tensor *ids = kn_zeros(KN_SHAPE(p->n, T), KN_I64);
+    bool ok = ids && lm_forward_last(m, ids, NULL);
+    kn_scope_pop();
+    kn_no_grad_pop();
+    if (!ok) {
+        fprintf(stderr, "kiln generate: --device meta: %s\n", kn_last_error());
+        return false;
+    }
+    kn_meta_trace t;
+    kn_meta_trace_get(&t);
+    printf("%s, %d layers, %d wide, vocab %d, %.1fM parameters (meta: shapes only, nothing generated)\n"
+           "prefill of %d x %lld tokens: %lld ops, %.3f GFLOP, %.1f MB of outputs at the peak\n",
+           lm_family_name(c->family), c->n_layers, c->hidden_size, c->vocab_size,
+           kn_module_num_params(lm_module(m)) / 1e6, p->n, (long long)T, (long long)t.ops, t.flops / 1e9,
+           t.peak_bytes / 1e6);
+    return true;
+}
+
 int kiln_cmd_generate(int argc, char **argv) {
     generate_args a;
     int parsed = parse(argc, argv, &a);
@@ -358,9 +384,7 @@ int kiln_cmd_generate(int argc, char **argv) {
         goto done;
     }
     if (device.type == KN_DEVICE_META) {
-        fprintf(stderr, "kiln generate: --device meta holds shapes, not values: the model loaded (%s, %d layers); "
-                        "nothing to generate\n", lm_family_name(lm_config_of(m)->family), lm_config_of(m)->n_layers);
-        rc = 0;
+        rc = trace_on_meta(m, &p) ? 0 : 1;
         goto done;
     }
     bool streamed = tok && p.n == 1 && !a.no_stream && !a.print_ids;
