@@ -1,5 +1,5 @@
 /* Next-token selection on the host (sampler.h). Top-k and top-p never sort the whole
- * vocabulary: a selection moves the best candidates to the front and only those are sorted. */
+ * vocabulary: one scan keeps the best few in a heap and only those are sorted. */
 #include "lm/sampler.h"
 
 #include <math.h>
@@ -55,61 +55,66 @@ void lm_sampler_penalize(lm_sampler *s, float *logits, const int32_t *ids, size_
         if (ids[i] >= 0 && ids[i] < s->V) s->seen[ids[i]] = 0;
 }
 
-/* ---- ordering and selection --------------------------------------------------------------- */
+/* ---- ranking ------------------------------------------------------------------------------- */
 
 /* The total order of candidates: higher logit first, then lower id. */
-static inline bool ranks_before(const lm_candidate *a, const lm_candidate *b) {
-    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
-}
-
 static int compare_rank(const void *pa, const void *pb) {
     const lm_candidate *a = pa, *b = pb;
-    return ranks_before(a, b) ? -1 : ranks_before(b, a) ? 1 : 0;
+    if (a->logit != b->logit) return a->logit > b->logit ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
 }
 
-static inline void swap(lm_candidate *a, lm_candidate *b) {
-    lm_candidate t = *a;
-    *a = *b;
-    *b = t;
+/* The processed logit of id i: divided by the temperature in float (as torch divides); NaN
+ * ranks last. */
+static inline float processed(const float *logits, size_t i, float t) {
+    float l = logits[i] / t;
+    return isnan(l) ? -INFINITY : l;
 }
 
-/* Rearranges c[0..n) so that its first m entries are the m best (in no order): quickselect
- * with a median-of-three pivot, expected O(n). */
-static void select_best(lm_candidate *c, size_t n, size_t m) {
-    size_t lo = 0, hi = n; /* the boundary m lies in [lo, hi) */
-    while (m > lo && m < hi && hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2, last = hi - 1;
-        if (ranks_before(&c[mid], &c[lo])) swap(&c[mid], &c[lo]);
-        if (ranks_before(&c[last], &c[lo])) swap(&c[last], &c[lo]);
-        if (ranks_before(&c[last], &c[mid])) swap(&c[last], &c[mid]);
-        swap(&c[mid], &c[last]); /* the median is the pivot, parked at the end */
-        lm_candidate pivot = c[last];
-        size_t store = lo;
-        for (size_t i = lo; i < last; i++)
-            if (ranks_before(&c[i], &pivot)) swap(&c[i], &c[store++]);
-        swap(&c[store], &c[last]);
-        /* c[lo..store) rank before the pivot at c[store]; the rest after it. */
-        if (store == m || store + 1 == m) return;
-        if (store > m) hi = store;
-        else lo = store + 1;
+/* The m best of the n processed logits (m <= n) into c[0..m), sorted. A scan in id order with
+ * a min-heap of the m best so far: a later id with an equal logit ranks after every kept one,
+ * so a strict comparison with the heap's worst is the whole test, and most ids cost one. */
+static void best_sorted(const float *logits, size_t n, float t, lm_candidate *c, size_t m) {
+    for (size_t i = 0; i < n; i++) {
+        float l = processed(logits, i, t);
+        size_t k;
+        if (i < m) { /* sift up: the heap's worst (lowest logit, then highest id) at the root */
+            for (k = i; k > 0 && compare_rank(&(lm_candidate){.id = (int32_t)i, .logit = l}, &c[(k - 1) / 2]) > 0; k = (k - 1) / 2)
+                c[k] = c[(k - 1) / 2];
+        } else if (l > c[0].logit) { /* replaces the root; sift down */
+            for (k = 0;;) {
+                size_t child = 2 * k + 1;
+                if (child >= m) break;
+                if (child + 1 < m && compare_rank(&c[child + 1], &c[child]) > 0) child++;
+                if (compare_rank(&c[child], &(lm_candidate){.id = (int32_t)i, .logit = l}) <= 0) break;
+                c[k] = c[child];
+                k = child;
+            }
+        } else {
+            continue;
+        }
+        c[k] = (lm_candidate){.id = (int32_t)i, .logit = l};
     }
-}
-
-/* Sorts the best m of c[from..n) into c[from..from+m) (c[0..from) is already in place). */
-static void take_best_sorted(lm_candidate *c, size_t from, size_t n, size_t m) {
-    select_best(c + from, n - from, m);
-    qsort(c + from, m, sizeof *c, compare_rank);
+    qsort(c, m, sizeof *c, compare_rank);
 }
 
 /* ---- filtering ----------------------------------------------------------------------------- */
 
-/* Probabilities of c[0..n) under the normalizer of the whole set c[0..total). */
-static void softmax_into(lm_candidate *c, size_t n, size_t total) {
+/* The largest processed logit and the softmax normalizer sum(exp(l - max)) over all n. */
+static double normalizer(const float *logits, size_t n, float t, float *max_out) {
     float max = -INFINITY;
-    for (size_t i = 0; i < total; i++) max = c[i].logit > max ? c[i].logit : max;
+    for (size_t i = 0; i < n; i++) {
+        float l = processed(logits, i, t);
+        max = l > max ? l : max;
+    }
     double z = 0;
-    for (size_t i = 0; i < total; i++) z += exp((double)c[i].logit - max);
-    for (size_t i = 0; i < n; i++) c[i].prob = exp((double)c[i].logit - max) / z;
+    for (size_t i = 0; i < n; i++) z += expf(processed(logits, i, t) - max);
+    *max_out = max;
+    return z;
+}
+
+static void set_probs(lm_candidate *c, size_t n, float max, double z) {
+    for (size_t i = 0; i < n; i++) c[i].prob = expf(c[i].logit - max) / z;
 }
 
 /* How many of the sorted candidates top-p keeps: those whose better-ranked mass is below
@@ -121,63 +126,63 @@ static size_t top_p_count(const lm_candidate *c, size_t n, double top_p) {
     return keep;
 }
 
+/* Top-k: the k best and every logit tied with the k-th (transformers keeps logits >= the k-th
+ * largest), sorted, with their probabilities among themselves. */
+static size_t keep_top_k(const float *logits, size_t n, float t, size_t k, lm_candidate *c) {
+    best_sorted(logits, n, t, c, k);
+    float kth = c[k - 1].logit;
+    size_t kept = k;
+    for (size_t i = 0; i < n; i++) { /* ties with the k-th that the heap turned away */
+        float l = processed(logits, i, t);
+        if (l == kth && (int32_t)i > c[k - 1].id) c[kept++] = (lm_candidate){.id = (int32_t)i, .logit = l};
+    }
+    double z = 0;
+    for (size_t i = 0; i < kept; i++) z += expf(c[i].logit - c[0].logit);
+    set_probs(c, kept, c[0].logit, z);
+    return kept;
+}
+
+/* Top-p over the whole vocabulary: the best 64, 256, 1024... until they hold top_p of the
+ * mass (a peaked distribution needs a few dozen tokens, not a sort of V). */
+static size_t keep_top_p_of_all(const float *logits, size_t n, float t, double top_p, lm_candidate *c) {
+    float max;
+    double z = normalizer(logits, n, t, &max);
+    for (size_t m = 64;; m *= 4) {
+        if (m > n) m = n;
+        best_sorted(logits, n, t, c, m);
+        set_probs(c, m, max, z);
+        double mass = 0;
+        for (size_t i = 0; i < m; i++) mass += c[i].prob;
+        if (mass >= top_p || m == n) return top_p_count(c, m, top_p);
+    }
+}
+
 static void renormalize(lm_candidate *c, size_t n) {
     double z = 0;
     for (size_t i = 0; i < n; i++) z += c[i].prob;
     for (size_t i = 0; i < n; i++) c[i].prob /= z;
 }
 
-/* Top-k: the k best and every candidate tied with the k-th (transformers keeps logits >= the
- * k-th largest), sorted. */
-static size_t keep_top_k(lm_candidate *c, size_t n, size_t k) {
-    take_best_sorted(c, 0, n, k);
-    float kth = c[k - 1].logit;
-    size_t kept = k;
-    for (size_t i = k; i < n; i++)
-        if (c[i].logit >= kth) swap(&c[i], &c[kept++]);
-    if (kept > k) qsort(c, kept, sizeof *c, compare_rank);
-    return kept;
-}
-
-/* Top-p over the whole vocabulary: sorts a growing prefix of the best until it holds top_p
- * of the mass (a peaked distribution needs a few dozen tokens, not V). */
-static size_t keep_top_p_of_all(lm_candidate *c, size_t n, double top_p) {
-    size_t sorted = 0, want = 64;
-    double mass = 0;
-    for (;;) {
-        if (want > n) want = n;
-        take_best_sorted(c, sorted, n, want - sorted);
-        softmax_into(c, want, n);
-        for (size_t i = sorted; i < want; i++) mass += c[i].prob;
-        sorted = want;
-        if (mass >= top_p || sorted == n) return top_p_count(c, sorted, top_p);
-        want *= 4;
-    }
-}
-
 size_t lm_sampler_filter(lm_sampler *s, const float *logits, const lm_candidate **out) {
     size_t n = (size_t)s->V;
     lm_candidate *c = s->cand;
-    float t = s->cfg.temperature > 0 ? (float)s->cfg.temperature : 1.0f;
-    bool finite = false;
-    for (size_t i = 0; i < n; i++) {
-        float l = logits[i] / t; /* in float, as torch divides */
-        c[i] = (lm_candidate){.id = (int32_t)i, .logit = isnan(l) ? -INFINITY : l};
-        finite |= isfinite(l);
-    }
-    if (!finite) return kn_set_error(KN_ERR_NUMERIC, "sampling: no logit is finite"), 0;
-    size_t k = s->cfg.top_k > 0 && (size_t)s->cfg.top_k < n ? (size_t)s->cfg.top_k : 0;
+    float t = s->cfg.temperature > 0 ? (float)s->cfg.temperature : 1.0f, max;
+    size_t k = s->cfg.top_k > 0 && (size_t)s->cfg.top_k < n ? (size_t)s->cfg.top_k : 0, kept = n;
     bool top_p = s->cfg.top_p < 1;
-    size_t kept = n;
     if (k) {
-        kept = keep_top_k(c, n, k);
-        softmax_into(c, kept, kept);
-        if (top_p) kept = top_p_count(c, kept, s->cfg.top_p);
+        kept = keep_top_k(logits, n, t, k, c);
+        if (c[0].logit == -INFINITY) kept = 0;
+        else if (top_p) kept = top_p_count(c, kept, s->cfg.top_p);
     } else if (top_p) {
-        kept = keep_top_p_of_all(c, n, s->cfg.top_p);
-    } else {
-        softmax_into(c, n, n);
+        kept = keep_top_p_of_all(logits, n, t, s->cfg.top_p, c);
+        if (c[0].logit == -INFINITY) kept = 0;
+    } else { /* every id, in id order */
+        double z = normalizer(logits, n, t, &max);
+        for (size_t i = 0; i < n && max > -INFINITY; i++) c[i] = (lm_candidate){.id = (int32_t)i, .logit = processed(logits, i, t)};
+        if (max == -INFINITY) kept = 0;
+        else set_probs(c, n, max, z);
     }
+    if (!kept) return kn_set_error(KN_ERR_NUMERIC, "sampling: every logit is -inf or NaN"), 0;
     if (kept < n) renormalize(c, kept);
     *out = c;
     return kept;
@@ -201,7 +206,7 @@ static int32_t argmax(const float *logits, int64_t V) {
     int64_t best = -1;
     for (int64_t i = 0; i < V; i++)
         if (!isnan(logits[i]) && (best < 0 || logits[i] > logits[best])) best = i;
-    if (best < 0 || logits[best] == -INFINITY) return kn_set_error(KN_ERR_NUMERIC, "sampling: no logit is finite"), -1;
+    if (best < 0 || logits[best] == -INFINITY) return kn_set_error(KN_ERR_NUMERIC, "sampling: every logit is -inf or NaN"), -1;
     return (int32_t)best;
 }
 

@@ -30,12 +30,12 @@ void lm_sampler_penalize(lm_sampler *s, float *logits, const int32_t *ids, size_
 /* Temperature, top-k and top-p over penalized logits (read only): the tokens that may be
  * picked with their probabilities (summing to 1), most likely first (equal logits: lower id
  * first) when top-k or top-p cut the set, else in id order. Valid until the next call. 0
- * with an error when no logit is finite. */
+ * with an error when every logit is -inf or NaN. */
 size_t lm_sampler_filter(lm_sampler *s, const float *logits, const lm_candidate **out);
 
 /* The next id of a row: the argmax (first of equal maxima) for temperature 0, else a draw
  * from lm_sampler_filter's set by the uniform number of (seed, row, step). logits are
- * penalized in place over ids[0..n_ids). -1 with an error when no logit is finite. */
+ * penalized in place over ids[0..n_ids). -1 with an error when every logit is -inf or NaN. */
 int32_t lm_sampler_next(lm_sampler *s, float *logits, const int32_t *ids, size_t n_ids, int row, int64_t step);
 
 /* The counter-based uniform number in [0, 1) that a draw uses: a function of its three
