@@ -212,16 +212,19 @@ static kn_status collect(gen_state *g, lm_generation *out) {
     out->n_rows = n;
     out->ids = calloc((size_t)n, sizeof *out->ids);
     out->n_ids = calloc((size_t)n, sizeof *out->n_ids);
-    out->text = calloc((size_t)n, sizeof *out->text);
-    if (!out->ids || !out->n_ids || !out->text) return kn_set_error(KN_ERR_OOM, "generate: out of host memory");
+    bool text = g->rows[0].detok != NULL;
+    out->text = text ? calloc((size_t)n, sizeof *out->text) : NULL;
+    if (!out->ids || !out->n_ids || (text && !out->text)) return kn_set_error(KN_ERR_OOM, "generate: out of host memory");
     for (int b = 0; b < n; b++) {
         gen_row *r = &g->rows[b];
         out->n_ids[b] = r->n_ids - r->n_prompt;
         out->ids[b] = malloc((out->n_ids[b] + 1) * sizeof **out->ids);
         if (!out->ids[b]) return kn_set_error(KN_ERR_OOM, "generate: out of host memory");
         memcpy(out->ids[b], r->ids + r->n_prompt, out->n_ids[b] * sizeof **out->ids);
-        out->text[b] = r->text; /* handed over */
-        r->text = NULL;
+        if (text) {
+            out->text[b] = r->text; /* handed over */
+            r->text = NULL;
+        }
     }
     return KN_OK;
 }
