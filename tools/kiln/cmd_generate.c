@@ -350,7 +350,7 @@ static bool trace_on_meta(lm *m, const prompts *p) {
     kn_meta_trace t;
     kn_meta_trace_get(&t);
     printf("%s, %d layers, %d wide, vocab %d, %.1fM parameters (meta: shapes only, nothing generated)\n"
-           "prefill of %d x %lld tokens: %lld ops, %.3f GFLOP, %.1f MB of outputs at the peak\n",
+           "prefill of %d x %lld tokens: %lld ops, %.4g GFLOP, %.1f MB of outputs at the peak\n",
            lm_family_name(c->family), c->n_layers, c->hidden_size, c->vocab_size,
            kn_module_num_params(lm_module(m)) / 1e6, p->n, (long long)T, (long long)t.ops, t.flops / 1e9,
            t.peak_bytes / 1e6);

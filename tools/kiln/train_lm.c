@@ -57,8 +57,9 @@ static kn_status copy_model_files(const lm_task *t, const char *dir) {
                                         "tokenizer_config.json", "special_tokens_map.json"};
     char from[PATH_SIZE], to[PATH_SIZE];
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        snprintf(from, sizeof from, "%s/%s", t->source_dir, files[i]);
-        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        if ((size_t)snprintf(from, sizeof from, "%s/%s", t->source_dir, files[i]) >= sizeof from ||
+            (size_t)snprintf(to, sizeof to, "%s/%s", dir, files[i]) >= sizeof to)
+            return kn_set_error(KN_ERR_IO, "%s: the path is too long", dir);
         bool config = i == 0, from_config_flag = config && !t->o->init_path;
         struct stat sb;
         if (!config && stat(from, &sb) != 0) continue; /* only config.json is required */
