@@ -256,7 +256,9 @@ static void test_bad_files_give_errors_naming_the_problem(void) {
     CHECK_ERROR(load_text("pair.json", "{\"model\": {\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[[\"a\"]]}}") != NULL,
                 KN_ERR_IO, "model.merges[0]: not a pair of tokens");
     CHECK_ERROR(load_text("vocab.json", "{\"model\": {\"type\":\"BPE\",\"vocab\":{\"a\":-3},\"merges\":[]}}") != NULL,
-                KN_ERR_IO, "model.vocab[\"a\"]: id is not a non-negative integer");
+                KN_ERR_IO, "model.vocab[\"a\"]: id is not an integer in [0, ");
+    CHECK_ERROR(load_text("huge.json", "{\"model\": {\"type\":\"BPE\",\"vocab\":{\"a\":2000000000},\"merges\":[]}}") != NULL,
+                KN_ERR_IO, "model.vocab[\"a\"]: id is not an integer in [0, ");
     CHECK_ERROR(load_text("unk.json", "{\"model\": {\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"vocab\":{\"a\":0},"
                                       "\"merges\":[]}}") != NULL,
                 KN_ERR_IO, "unk_token \"<unk>\" is not in the vocabulary");

@@ -58,9 +58,9 @@ kn_status kn_added_vocab_load(kn_added_vocab *a, const cJSON *list, const kn_nor
     cJSON_ArrayForEach(it, list) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
         const char *content = kn_tok_json_str(it, "content", "added_tokens[]", false);
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > INT32_MAX || !content || !*content) {
-            st = kn_set_error(KN_ERR_IO, "%s: added_tokens[%zu]: needs a non-negative \"id\" and a non-empty \"content\"",
-                              file, a->n);
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= KN_TOK_MAX_IDS || !content || !*content) {
+            st = kn_set_error(KN_ERR_IO, "%s: added_tokens[%zu]: needs an \"id\" in [0, %d) and a non-empty \"content\"",
+                              file, a->n, KN_TOK_MAX_IDS);
             break;
         }
         kn_added_token *t = &a->tokens[a->n++];

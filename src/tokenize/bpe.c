@@ -63,10 +63,10 @@ static kn_status load_vocab(kn_bpe *b, const cJSON *vocab, const char *file) {
     const cJSON *it;
     int64_t max_id = -1;
     cJSON_ArrayForEach(it, vocab) {
-        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > INT32_MAX ||
+        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= KN_TOK_MAX_IDS ||
             it->valuedouble != (double)(int64_t)it->valuedouble)
-            return kn_set_error(KN_ERR_IO, "%s: model.vocab[\"%s\"]: id is not a non-negative integer", file,
-                                it->string);
+            return kn_set_error(KN_ERR_IO, "%s: model.vocab[\"%s\"]: id is not an integer in [0, %d)", file,
+                                it->string, KN_TOK_MAX_IDS);
         if ((int64_t)it->valuedouble > max_id) max_id = (int64_t)it->valuedouble;
     }
     b->n_ids = max_id + 1;

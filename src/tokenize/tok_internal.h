@@ -11,6 +11,10 @@
 #include "kiln/status.h"
 #include "kiln/tokenizer.h"
 
+/* Ids beyond this are refused at load: real vocabularies hold a few hundred thousand, and a
+ * corrupt id must not make kiln allocate gigabytes of id tables. */
+#define KN_TOK_MAX_IDS (1 << 26)
+
 /* ---- text ---- */
 
 /* A growable byte buffer; every put returns false (with KN_ERR_OOM set) when memory runs out. */
