@@ -310,6 +310,89 @@ static void test_bad_text_and_ids_give_errors(void) {
     kn_tokenizer_free(t);
 }
 
+/* Decodes ids through the detokenizer, one at a time, into a malloc'd string; NULL if refused. */
+static char *stream_all(const kn_tokenizer *t, const int32_t *ids, size_t n, bool skip, bool *whole) {
+    kn_detokenizer *d = kn_detokenizer_new(t, skip);
+    if (!d) return NULL;
+    size_t used = 0, cap = 64;
+    char *all = malloc(cap);
+    *whole = true;
+    for (size_t i = 0; i <= n; i++) {
+        size_t len = 0;
+        const char *piece = i < n ? kn_detokenizer_push(d, ids[i], &len) : kn_detokenizer_flush(d, &len);
+        if (!piece) break;
+        *whole = *whole && utf8_whole(piece, len);
+        while (used + len + 1 > cap) all = realloc(all, cap *= 2);
+        memcpy(all + used, piece, len);
+        used += len;
+    }
+    all[used] = '\0';
+    kn_detokenizer_free(d);
+    return all;
+}
+
+/* Other components (Split behaviors, Metaspace options, normalizers, decoders) swapped into
+ * the fixture files give the library's ids and text (tests/fixtures/tokenizers/variants.json). */
+static void test_component_variants_match_the_library(void) {
+    char *s = slurp(FIXTURES "/variants.json");
+    cJSON *variants = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    CHECK(variants != NULL);
+    const cJSON *v;
+    int index = 0;
+    cJSON_ArrayForEach(v, variants) {
+        const char *base = cJSON_GetObjectItem(v, "base")->valuestring, *key = cJSON_GetObjectItem(v, "key")->valuestring;
+        char path[512];
+        snprintf(path, sizeof path, FIXTURES "/%s/tokenizer.json", base);
+        char *text = slurp(path);
+        cJSON *j = cJSON_Parse(text);
+        free(text);
+        cJSON_ReplaceItemInObject(j, key, cJSON_Duplicate(cJSON_GetObjectItem(v, "component"), true));
+        char *json = cJSON_PrintUnformatted(j), *what = cJSON_PrintUnformatted(cJSON_GetObjectItem(v, "component"));
+        char name[64];
+        snprintf(name, sizeof name, "variant%d.json", index++);
+        kn_tokenizer *t = load_text(name, json);
+        CHECK_MSG(t != NULL, "%s %s: %s", base, what, kn_last_error());
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(v, "cases")) {
+            if (!t) break;
+            const char *in = cJSON_GetObjectItem(c, "text")->valuestring;
+            int32_t *ids = NULL;
+            size_t n = 0;
+            CHECK_MSG(kn_tokenizer_encode(t, in, strlen(in), true, &ids, &n) == KN_OK &&
+                          same_ids(ids, n, cJSON_GetObjectItem(c, "ids")),
+                      "%s %s: encode(\"%s\") differs", base, what, in);
+            free(ids);
+            ids = ids_of(cJSON_GetObjectItem(c, "ids"), &n);
+            for (int skip = 0; skip < 2; skip++) {
+                const cJSON *want = cJSON_GetObjectItem(c, skip ? "decoded_skip_special" : "decoded");
+                if (!cJSON_IsString(want)) continue; /* the library panics on this one */
+                char *got = NULL;
+                size_t len = 0;
+                CHECK_MSG(kn_tokenizer_decode(t, ids, n, skip, &got, &len) == KN_OK && strcmp(got, want->valuestring) == 0,
+                          "%s %s: decode of \"%s\" gave \"%s\", want \"%s\"", base, what, in, got ? got : "", want->valuestring);
+                free(got);
+                bool whole = true;
+                char *streamed = stream_all(t, ids, n, skip, &whole);
+                if (!streamed) { /* only a decoder that strips the end of fused text may refuse */
+                    CHECK_MSG(kn_last_status() == KN_ERR_UNSUPPORTED && strstr(what, "\"stop\":1"),
+                              "%s %s: detokenizer refused: %s", base, what, kn_last_error());
+                    continue;
+                }
+                CHECK_MSG(strcmp(streamed, want->valuestring) == 0 && whole, "%s %s: streamed \"%s\", want \"%s\"", base,
+                          what, streamed, want->valuestring);
+                free(streamed);
+            }
+            free(ids);
+        }
+        kn_tokenizer_free(t);
+        free(json);
+        free(what);
+        cJSON_Delete(j);
+    }
+    cJSON_Delete(variants);
+}
+
 int main(void) {
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/kiln_tok_XXXXXX");
     if (!mkdtemp(tmp_dir)) return 1;
@@ -317,6 +400,7 @@ int main(void) {
     RUN(test_decode_matches_the_library);
     RUN(test_streaming_pieces_concatenate_to_the_decode);
     RUN(test_token_to_id_and_id_to_token_follow_the_file);
+    RUN(test_component_variants_match_the_library);
     RUN(test_bad_files_give_errors_naming_the_problem);
     RUN(test_bad_text_and_ids_give_errors);
     char cmd[128];
