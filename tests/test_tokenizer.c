@@ -331,6 +331,32 @@ static char *stream_all(const kn_tokenizer *t, const int32_t *ids, size_t n, boo
     return all;
 }
 
+/* Arbitrary ids through a byte-level decoder: partial and invalid UTF-8 across tokens, held back
+ * while a character may still complete; the pieces still concatenate to the library's decode. */
+static void test_streaming_arbitrary_byte_level_ids(void) {
+    for (size_t k = 0; k < 3; k++) { /* gpt2, llama3, qwen2 */
+        kn_tokenizer *t = load_kind(kinds[k]);
+        cJSON *exp = expected_for(kinds[k]);
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(exp, "decodes")) {
+            if (!t) break;
+            size_t n;
+            int32_t *ids = ids_of(cJSON_GetObjectItem(c, "ids"), &n);
+            for (int skip = 0; skip < 2; skip++) {
+                const char *want = cJSON_GetObjectItem(c, skip ? "decoded_skip_special" : "decoded")->valuestring;
+                bool whole = true;
+                char *got = stream_all(t, ids, n, skip, &whole);
+                CHECK_MSG(got && strcmp(got, want) == 0 && whole, "%s: streamed \"%s\", want \"%s\"", kinds[k],
+                          got ? got : kn_last_error(), want);
+                free(got);
+            }
+            free(ids);
+        }
+        cJSON_Delete(exp);
+        kn_tokenizer_free(t);
+    }
+}
+
 /* Other components (Split behaviors, Metaspace options, normalizers, decoders) swapped into
  * the fixture files give the library's ids and text (tests/fixtures/tokenizers/variants.json). */
 static void test_component_variants_match_the_library(void) {
@@ -400,6 +426,7 @@ int main(void) {
     RUN(test_decode_matches_the_library);
     RUN(test_streaming_pieces_concatenate_to_the_decode);
     RUN(test_token_to_id_and_id_to_token_follow_the_file);
+    RUN(test_streaming_arbitrary_byte_level_ids);
     RUN(test_component_variants_match_the_library);
     RUN(test_bad_files_give_errors_naming_the_problem);
     RUN(test_bad_text_and_ids_give_errors);
