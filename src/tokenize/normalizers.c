@@ -125,7 +125,10 @@ static kn_status apply_step(const norm_step *s, const char *in, size_t n, kn_tok
         for (size_t i = 0; i < n;) {
             uint32_t cp;
             int k = kn_utf8_next(in + i, n - i, &cp);
-            if (!kn_tok_buf_put_cp(out, (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp))) return KN_ERR_OOM;
+            /* Rust's char::to_lowercase: one code point each, except U+0130 (i and a combining dot). */
+            bool ok = cp == 0x130 ? kn_tok_buf_put(out, "i\xCC\x87", 3)
+                                  : kn_tok_buf_put_cp(out, (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp));
+            if (!ok) return KN_ERR_OOM;
             i += (size_t)k;
         }
         return KN_OK;
