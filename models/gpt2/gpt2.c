@@ -1,5 +1,6 @@
 /* GPT-2: parameters, seeded init and the forward pass, written with kiln's public API. */
 #include "gpt2/gpt2.h"
+#include "lm/lm_step.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@ gpt2_config gpt2_config_124m(void) {
 }
 
 kn_status gpt2_config_check(const gpt2_config *c) {
-    if (c->n_layer < 1 || c->n_head < 1 || c->n_embd < 1 || c->vocab_size < 1 || c->n_positions < 1)
+    if (c->n_layer < 1 || c->n_head < 1 || c->n_embd < 1 || c->vocab_size < 1 || c->n_positions < 1 || c->n_inner < 0)
         return kn_set_error(KN_ERR_ARG, "gpt2: n_layer %d, n_head %d, n_embd %d, vocab %d, n_positions %d must all be positive",
                             c->n_layer, c->n_head, c->n_embd, c->vocab_size, c->n_positions);
     if (c->n_embd % c->n_head)
@@ -23,130 +24,136 @@ kn_status gpt2_config_check(const gpt2_config *c) {
     return KN_OK;
 }
 
-/* A parameter from a tensor made in the caller's scope: the model keeps its own handle. */
-static kn_tensor *add_param(gpt2 *m, const char *name, kn_tensor *value) {
-    if (!value) return NULL;
-    kn_tensor *p = kn_requires_grad(kn_retain(value), true);
-    char *copy = p ? strdup(name) : NULL;
-    if (!copy) {
-        kn_release(p);
-        return NULL;
-    }
-    m->names[m->n_params] = copy;
-    m->params[m->n_params++] = p;
-    return p;
+/* A module holding parameters only (its children hold the rest). */
+static void *holder(void *parent, const char *name, const char *type) {
+    return kn_module_add(parent, name, kn_module_alloc(sizeof(kn_module), type));
 }
 
 static kn_tensor *normal(kn_shape shape, double std) { return kn_mul_scalar(kn_randn(shape, KN_F32), std); }
 
-static bool make_block(gpt2 *m, int l) {
-    int64_t C = m->cfg.n_embd;
+/* A Conv1D or LayerNorm-like holder with weight and bias. */
+static bool affine(void *parent, const char *name, const char *type, kn_tensor *w, kn_tensor *b, kn_tensor **wslot,
+                   kn_tensor **bslot) {
+    void *mod = holder(parent, name, type);
+    *wslot = kn_module_param(mod, "weight", w);
+    *bslot = kn_module_param(mod, "bias", b);
+    return *wslot && *bslot;
+}
+
+/* The random draws happen in a fixed order (wte, wpe, blocks, ln_f, lm_head): seeded runs
+ * of `kiln train gpt2` depend on it. */
+static bool make_block(gpt2 *m, void *h, int l) {
+    int64_t C = m->cfg.n_embd, I = m->cfg.n_inner;
     double proj_std = 0.02 / sqrt(2.0 * m->cfg.n_layer);
     gpt2_block *b = &m->h[l];
-    char name[96];
-#define P(slot, suffix, value) \
-    (snprintf(name, sizeof name, "transformer.h.%d.%s", l, suffix), (b->slot = add_param(m, name, value)) != NULL)
-    return P(ln_1_w, "ln_1.weight", kn_ones(KN_SHAPE(C), KN_F32)) && P(ln_1_b, "ln_1.bias", kn_zeros(KN_SHAPE(C), KN_F32)) &&
-           P(attn_w, "attn.c_attn.weight", normal(KN_SHAPE(C, 3 * C), 0.02)) &&
-           P(attn_b, "attn.c_attn.bias", kn_zeros(KN_SHAPE(3 * C), KN_F32)) &&
-           P(attn_proj_w, "attn.c_proj.weight", normal(KN_SHAPE(C, C), proj_std)) &&
-           P(attn_proj_b, "attn.c_proj.bias", kn_zeros(KN_SHAPE(C), KN_F32)) &&
-           P(ln_2_w, "ln_2.weight", kn_ones(KN_SHAPE(C), KN_F32)) && P(ln_2_b, "ln_2.bias", kn_zeros(KN_SHAPE(C), KN_F32)) &&
-           P(fc_w, "mlp.c_fc.weight", normal(KN_SHAPE(C, 4 * C), 0.02)) &&
-           P(fc_b, "mlp.c_fc.bias", kn_zeros(KN_SHAPE(4 * C), KN_F32)) &&
-           P(mlp_proj_w, "mlp.c_proj.weight", normal(KN_SHAPE(4 * C, C), proj_std)) &&
-           P(mlp_proj_b, "mlp.c_proj.bias", kn_zeros(KN_SHAPE(C), KN_F32));
-#undef P
+    void *blk = holder(h, NULL, "GPT2Block");
+    bool ok = affine(blk, "ln_1", "LayerNorm", kn_ones(KN_SHAPE(C), KN_F32), kn_zeros(KN_SHAPE(C), KN_F32), &b->ln_1_w,
+                     &b->ln_1_b);
+    void *attn = holder(blk, "attn", "GPT2Attention");
+    ok = ok && affine(attn, "c_attn", "Conv1D", normal(KN_SHAPE(C, 3 * C), 0.02), kn_zeros(KN_SHAPE(3 * C), KN_F32),
+                      &b->attn_w, &b->attn_b);
+    ok = ok && affine(attn, "c_proj", "Conv1D", normal(KN_SHAPE(C, C), proj_std), kn_zeros(KN_SHAPE(C), KN_F32),
+                      &b->attn_proj_w, &b->attn_proj_b);
+    ok = ok && affine(blk, "ln_2", "LayerNorm", kn_ones(KN_SHAPE(C), KN_F32), kn_zeros(KN_SHAPE(C), KN_F32), &b->ln_2_w,
+                      &b->ln_2_b);
+    void *mlp = holder(blk, "mlp", "GPT2MLP");
+    ok = ok && affine(mlp, "c_fc", "Conv1D", normal(KN_SHAPE(C, I), 0.02), kn_zeros(KN_SHAPE(I), KN_F32), &b->fc_w,
+                      &b->fc_b);
+    return ok && affine(mlp, "c_proj", "Conv1D", normal(KN_SHAPE(I, C), proj_std), kn_zeros(KN_SHAPE(C), KN_F32),
+                        &b->mlp_proj_w, &b->mlp_proj_b);
+}
+
+/* The flat parameter list the trainers read, from the tree. */
+static kn_status refresh_list(gpt2 *m) {
+    kn_named_tensors list;
+    if (kn_module_named(m, KN_PARAMS, &list) != KN_OK) return kn_last_status();
+    kn_named_tensors_free(&m->list);
+    m->list = list;
+    m->n_params = list.count;
+    m->names = list.names;
+    m->params = list.tensors;
+    return KN_OK;
+}
+
+static kn_tensor *add_head(gpt2 *m, kn_tensor *value) {
+    void *head = holder(m, "lm_head", "Linear");
+    return kn_module_param(head, "weight", value);
 }
 
 gpt2 *gpt2_new(const gpt2_config *cfg) {
     if (gpt2_config_check(cfg) != KN_OK) return NULL;
-    gpt2 *m = calloc(1, sizeof *m);
-    int max_params = 12 * cfg->n_layer + 5;
-    if (m) {
-        m->cfg = *cfg;
-        m->h = calloc((size_t)cfg->n_layer, sizeof *m->h);
-        m->names = calloc((size_t)max_params, sizeof *m->names);
-        m->params = calloc((size_t)max_params, sizeof *m->params);
-    }
-    if (!m || !m->h || !m->names || !m->params) {
-        gpt2_free(m);
+    gpt2 *m = kn_module_alloc(sizeof *m, "GPT2LMHeadModel");
+    gpt2_block *h = calloc((size_t)cfg->n_layer, sizeof *h);
+    if (!m || !h) {
+        kn_module_free(m);
+        free(h);
         kn_set_error(KN_ERR_OOM, "gpt2: out of host memory");
         return NULL;
     }
+    m->cfg = *cfg;
+    if (!m->cfg.n_inner) m->cfg.n_inner = 4 * cfg->n_embd;
+    m->h = h;
     int64_t C = cfg->n_embd;
-    m->training = true;
     kn_no_grad_push();
     kn_scope_push();
-    bool ok = (m->wte = add_param(m, "transformer.wte.weight", normal(KN_SHAPE(cfg->vocab_size, C), 0.02))) &&
-              (m->wpe = add_param(m, "transformer.wpe.weight", normal(KN_SHAPE(cfg->n_positions, C), 0.02)));
-    for (int l = 0; ok && l < cfg->n_layer; l++) ok = make_block(m, l);
-    ok = ok && (m->ln_f_w = add_param(m, "transformer.ln_f.weight", kn_ones(KN_SHAPE(C), KN_F32))) &&
-         (m->ln_f_b = add_param(m, "transformer.ln_f.bias", kn_zeros(KN_SHAPE(C), KN_F32)));
-    if (ok && !cfg->tie_word_embeddings)
-        ok = (m->lm_head = add_param(m, "lm_head.weight", normal(KN_SHAPE(cfg->vocab_size, C), 0.02))) != NULL;
+    void *tr = holder(m, "transformer", "GPT2Model");
+    m->wte = kn_module_param(holder(tr, "wte", "Embedding"), "weight", normal(KN_SHAPE(cfg->vocab_size, C), 0.02));
+    m->wpe = kn_module_param(holder(tr, "wpe", "Embedding"), "weight", normal(KN_SHAPE(cfg->n_positions, C), 0.02));
+    void *blocks = holder(tr, "h", "ModuleList");
+    bool ok = m->wte && m->wpe;
+    for (int l = 0; ok && l < cfg->n_layer; l++) ok = make_block(m, blocks, l);
+    ok = ok && affine(tr, "ln_f", "LayerNorm", kn_ones(KN_SHAPE(C), KN_F32), kn_zeros(KN_SHAPE(C), KN_F32), &m->ln_f_w,
+                      &m->ln_f_b);
+    if (ok && !cfg->tie_word_embeddings) ok = (m->lm_head = add_head(m, normal(KN_SHAPE(cfg->vocab_size, C), 0.02)));
     kn_scope_pop();
     kn_no_grad_pop();
-    if (!ok) {
-        gpt2_free(m);
+    if (!ok) kn_module_free(m);
+    if (!ok || !kn_module_check(m)) {   /* kn_module_check frees a failed tree itself */
+        free(h);
         return NULL;
     }
+    if (refresh_list(m) != KN_OK) gpt2_free(m), m = NULL;
     return m;
 }
 
 void gpt2_free(gpt2 *m) {
     if (!m) return;
-    for (int i = 0; i < m->n_params; i++) {
-        kn_release(m->params[i]);
-        free(m->names[i]);
-    }
-    free(m->params);
-    free(m->names);
+    kn_named_tensors_free(&m->list);
     free(m->h);
-    free(m);
+    kn_module_free(m);
 }
 
 kn_status gpt2_untie_head(gpt2 *m) {
     if (m->lm_head) return KN_OK;
     kn_no_grad_push();
     kn_scope_push();
-    m->lm_head = add_param(m, "lm_head.weight", kn_clone(m->wte));
+    m->lm_head = add_head(m, kn_clone(m->wte));
     kn_scope_pop();
     kn_no_grad_pop();
     if (!m->lm_head) return kn_last_status();
     m->cfg.tie_word_embeddings = false;
-    return KN_OK;
+    return refresh_list(m);
 }
 
-int64_t gpt2_num_params(const gpt2 *m) {
-    int64_t n = 0;
-    for (int i = 0; i < m->n_params; i++) n += kn_numel(m->params[i]);
-    return n;
-}
+int64_t gpt2_num_params(const gpt2 *m) { return kn_module_num_params((void *)m); }
 
 /* ---- forward ------------------------------------------------------------------------------ */
 
 /* HF Conv1D: x @ w + b with w stored [in, out]. */
 static kn_tensor *conv1d(kn_tensor *x, kn_tensor *w, kn_tensor *b) { return kn_add(kn_matmul(x, w), b); }
 
-static kn_tensor *dropout(const gpt2 *m, kn_tensor *x) { return kn_dropout(x, m->cfg.dropout, m->training); }
-
-/* [B, T, C] -> [B, H, T, D]. */
-static kn_tensor *heads(kn_tensor *x, int64_t H) {
-    int64_t B = kn_size(x, 0), T = kn_size(x, 1), C = kn_size(x, 2);
-    return kn_transpose(kn_view(x, KN_SHAPE(B, T, H, C / H)), 1, 2);
+static kn_tensor *dropout(const gpt2 *m, kn_tensor *x) {
+    return kn_dropout(x, m->cfg.dropout, kn_module_is_training(m));
 }
 
-static kn_tensor *attention(const gpt2 *m, const gpt2_block *b, kn_tensor *x) {
-    int64_t C = m->cfg.n_embd, B = kn_size(x, 0), T = kn_size(x, 1);
+static kn_tensor *attention(const gpt2 *m, const gpt2_block *b, kn_tensor *x, const lm_step *s, int layer) {
+    int64_t C = m->cfg.n_embd, H = m->cfg.n_head;
     kn_tensor *qkv = conv1d(x, b->attn_w, b->attn_b);
-    kn_tensor *q = heads(kn_narrow(qkv, 2, 0, C), m->cfg.n_head);
-    kn_tensor *k = heads(kn_narrow(qkv, 2, C, C), m->cfg.n_head);
-    kn_tensor *v = heads(kn_narrow(qkv, 2, 2 * C, C), m->cfg.n_head);
-    kn_sdpa_opts opts = {.causal = true, .dropout_p = m->training ? m->cfg.dropout : 0};
-    kn_tensor *y = kn_scaled_dot_product_attention(q, k, v, NULL, opts);
-    y = kn_reshape(kn_transpose(y, 1, 2), KN_SHAPE(B, T, C));
-    return dropout(m, conv1d(y, b->attn_proj_w, b->attn_proj_b));
+    kn_shape heads = KN_SHAPE(s->B, s->T, H, C / H);
+    kn_tensor *q = kn_view(kn_narrow(qkv, 2, 0, C), heads);
+    kn_tensor *k = kn_view(kn_narrow(qkv, 2, C, C), heads);
+    kn_tensor *v = kn_view(kn_narrow(qkv, 2, 2 * C, C), heads);
+    return dropout(m, conv1d(lm_attend(s, layer, q, k, v), b->attn_proj_w, b->attn_proj_b));
 }
 
 static kn_tensor *mlp(const gpt2 *m, const gpt2_block *b, kn_tensor *x) {
@@ -154,29 +161,43 @@ static kn_tensor *mlp(const gpt2 *m, const gpt2_block *b, kn_tensor *x) {
     return dropout(m, conv1d(h, b->mlp_proj_w, b->mlp_proj_b));
 }
 
-static kn_tensor *block(const gpt2 *m, const gpt2_block *b, kn_tensor *x) {
+static kn_tensor *block(const gpt2 *m, const gpt2_block *b, kn_tensor *x, const lm_step *s, int layer) {
     kn_shape C = KN_SHAPE(m->cfg.n_embd);
     double eps = m->cfg.layer_norm_epsilon;
-    x = kn_add(x, attention(m, b, kn_layer_norm(x, C, b->ln_1_w, b->ln_1_b, eps)));
+    x = kn_add(x, attention(m, b, kn_layer_norm(x, C, b->ln_1_w, b->ln_1_b, eps), s, layer));
     return kn_add(x, mlp(m, b, kn_layer_norm(x, C, b->ln_2_w, b->ln_2_b, eps)));
+}
+
+kn_tensor *gpt2_hidden(gpt2 *m, kn_tensor *idx, const lm_step *s) {
+    if (!idx) return NULL;
+    if (kn_ndim(idx) != 2 || s->T < 1 || s->start + s->T > m->cfg.n_positions) {
+        char desc[96];
+        kn_set_error(KN_ERR_SHAPE, "gpt2: token ids %s after %lld cached positions exceed n_positions (%d)",
+                     kn_describe(idx, desc, sizeof desc), (long long)s->start, m->cfg.n_positions);
+        return NULL;
+    }
+    kn_scope_push();
+    kn_tensor *pos = s->positions ? kn_embedding(m->wpe, s->positions) : kn_narrow(m->wpe, 0, s->start, s->T);
+    kn_tensor *x = dropout(m, kn_add(kn_embedding(m->wte, idx), pos));
+    for (int l = 0; l < m->cfg.n_layer; l++) x = block(m, &m->h[l], x, s, l);
+    x = kn_layer_norm(x, KN_SHAPE(m->cfg.n_embd), m->ln_f_w, m->ln_f_b, m->cfg.layer_norm_epsilon);
+    return kn_scope_pop_keep(x);
+}
+
+kn_tensor *gpt2_head(gpt2 *m, kn_tensor *x) {
+    return kn_matmul(x, kn_transpose(m->lm_head ? m->lm_head : m->wte, 0, 1));
 }
 
 kn_tensor *gpt2_forward(gpt2 *m, kn_tensor *idx) {
     if (!idx) return NULL;
-    int64_t T = kn_size(idx, -1);
-    if (kn_ndim(idx) != 2 || T < 1 || T > m->cfg.n_positions) {
+    if (kn_ndim(idx) != 2) {
         char desc[96];
-        kn_set_error(KN_ERR_SHAPE, "gpt2: token ids %s must be [B, T] with 1 <= T <= n_positions (%d)",
-                     kn_describe(idx, desc, sizeof desc), m->cfg.n_positions);
+        kn_set_error(KN_ERR_SHAPE, "gpt2: token ids %s must be [B, T]", kn_describe(idx, desc, sizeof desc));
         return NULL;
     }
+    lm_step s = {.B = kn_size(idx, 0), .T = kn_size(idx, 1), .dropout = kn_module_is_training(m) ? m->cfg.dropout : 0};
     kn_scope_push();
-    kn_tensor *x = kn_add(kn_embedding(m->wte, idx), kn_narrow(m->wpe, 0, 0, T));
-    x = dropout(m, x);
-    for (int l = 0; l < m->cfg.n_layer; l++) x = block(m, &m->h[l], x);
-    x = kn_layer_norm(x, KN_SHAPE(m->cfg.n_embd), m->ln_f_w, m->ln_f_b, m->cfg.layer_norm_epsilon);
-    kn_tensor *logits = kn_matmul(x, kn_transpose(m->lm_head ? m->lm_head : m->wte, 0, 1));
-    return kn_scope_pop_keep(logits);
+    return kn_scope_pop_keep(gpt2_head(m, gpt2_hidden(m, idx, &s)));
 }
 
 kn_tensor *gpt2_loss(gpt2 *m, kn_tensor *idx, kn_tensor *targets) {

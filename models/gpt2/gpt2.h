@@ -1,6 +1,7 @@
-/* GPT-2 in the Hugging Face layout: the same parameter names as GPT2LMHeadModel (with or
- * without the "transformer." prefix), Conv1D weights stored [in, out], lm_head tied to wte
- * unless a separate lm_head.weight is loaded, gelu_new (the tanh form). */
+/* GPT-2 in the Hugging Face layout: a module tree with the same state_dict names as
+ * GPT2LMHeadModel (files may also drop the "transformer." prefix), Conv1D weights stored
+ * [in, out], lm_head tied to wte unless a separate lm_head.weight is loaded, gelu_new (the
+ * tanh form). models/lm runs it as the GPT-2 family of lm.h (KV cache, left padding). */
 #ifndef KILN_MODELS_GPT2_H
 #define KILN_MODELS_GPT2_H
 
@@ -9,6 +10,7 @@
 typedef struct gpt2_config {
     int n_layer, n_head, n_embd;
     int vocab_size, n_positions;
+    int n_inner;              /* MLP width; 0: 4 * n_embd (HF's n_inner = None) */
     double layer_norm_epsilon;
     double dropout;           /* resid, embd and attn dropout (HF's *_pdrop; 0 in the fixtures) */
     bool tie_word_embeddings; /* false: a separate lm_head.weight [V, C] */
@@ -29,17 +31,19 @@ typedef struct gpt2_block {
     kn_tensor *mlp_proj_w, *mlp_proj_b;
 } gpt2_block;
 
+/* The root module ("transformer" and, when untied, "lm_head" below it). */
 typedef struct gpt2 {
+    kn_module base;
     gpt2_config cfg;
     kn_tensor *wte, *wpe, *ln_f_w, *ln_f_b;
     kn_tensor *lm_head; /* NULL when tied to wte */
     gpt2_block *h;
-    /* Every parameter with its state_dict name ("transformer.h.0.ln_1.weight"), in a fixed
-     * order; the model owns the handles. */
+    /* Every parameter with its state_dict name ("transformer.h.0.ln_1.weight"), in the
+     * tree's order (the module's kn_module_named(KN_PARAMS), kept for the trainers). */
     int n_params;
     char **names;
     kn_tensor **params;
-    bool training;
+    kn_named_tensors list;
 } gpt2;
 
 /* A model with seeded random weights (the current Philox seed): normal(0, 0.02) for weights
@@ -58,8 +62,14 @@ kn_status gpt2_untie_head(gpt2 *m);
 /* Saves the weights in GPT2LMHeadModel's naming (without the tied lm_head). */
 kn_status gpt2_save_weights(const gpt2 *m, const char *path);
 
-/* Logits [B, T, V] for token ids idx [B, T] (i64). */
+/* Logits [B, T, V] for token ids idx [B, T] (i64); dropout in training mode
+ * (kn_module_train). */
 kn_tensor *gpt2_forward(gpt2 *m, kn_tensor *idx);
+struct lm_step;
+/* The final layer norm's output [B, T, C] for one step of lm.h's cached forward. */
+kn_tensor *gpt2_hidden(gpt2 *m, kn_tensor *idx, const struct lm_step *s);
+/* Logits of hidden states x [..., C]. */
+kn_tensor *gpt2_head(gpt2 *m, kn_tensor *x);
 /* Mean token cross-entropy of the logits against targets [B, T] (ignore_index -1). */
 kn_tensor *gpt2_loss(gpt2 *m, kn_tensor *idx, kn_tensor *targets);
 

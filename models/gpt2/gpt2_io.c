@@ -1,27 +1,9 @@
 /* GPT-2 from and to Hugging Face files: config.json and safetensors weights. */
-#include <cjson/cJSON.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "gpt2/gpt2.h"
-
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return kn_set_error(KN_ERR_IO, "%s: cannot open the config", path), NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (text && fread(text, 1, (size_t)n, f) != (size_t)n) {
-        free(text);
-        text = NULL;
-    }
-    fclose(f);
-    if (!text) return kn_set_error(KN_ERR_IO, "%s: reading the config failed", path), NULL;
-    text[n] = '\0';
-    return text;
-}
+#include "lm/json_file.h"
 
 /* An integer key (alt: an older name for it, or NULL); def when absent and def >= 0. */
 static bool int_key(const char *path, const cJSON *root, const char *key, const char *alt, int def, int *out) {
@@ -41,28 +23,24 @@ static bool int_key(const char *path, const cJSON *root, const char *key, const 
 }
 
 kn_status gpt2_config_load(const char *path, gpt2_config *out) {
-    char *text = read_text(path);
-    if (!text) return kn_last_status();
-    cJSON *root = cJSON_Parse(text);
-    free(text);
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return kn_set_error(KN_ERR_IO, "%s: not a JSON object", path);
-    }
+    cJSON *root = json_file_read(path);
+    if (!root) return kn_last_status();
     gpt2_config c = gpt2_config_124m();
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon");
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "activation_function");
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
     const cJSON *drop = cJSON_GetObjectItemCaseSensitive(root, "resid_pdrop");
+    const cJSON *inner = cJSON_GetObjectItemCaseSensitive(root, "n_inner");
     kn_status st = KN_OK;
     if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "gpt2") != 0))
-        st = kn_set_error(KN_ERR_IO, "%s: model_type is %s; kiln train gpt2 needs \"gpt2\"", path,
+        st = kn_set_error(KN_ERR_IO, "%s: model_type is %s; GPT-2 needs \"gpt2\"", path,
                           cJSON_IsString(type) ? type->valuestring : "not a string");
     else if (!int_key(path, root, "n_layer", NULL, -1, &c.n_layer) || !int_key(path, root, "n_head", NULL, -1, &c.n_head) ||
              !int_key(path, root, "n_embd", NULL, -1, &c.n_embd) ||
              !int_key(path, root, "vocab_size", NULL, -1, &c.vocab_size) ||
-             !int_key(path, root, "n_positions", "n_ctx", -1, &c.n_positions))
+             !int_key(path, root, "n_positions", "n_ctx", -1, &c.n_positions) ||
+             (inner && !cJSON_IsNull(inner) && !int_key(path, root, "n_inner", NULL, -1, &c.n_inner)))
         st = kn_last_status();
     else if (eps && !cJSON_IsNumber(eps))
         st = kn_set_error(KN_ERR_IO, "%s: layer_norm_epsilon is not a number", path);

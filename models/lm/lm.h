@@ -18,6 +18,9 @@ typedef struct lm_rope_scaling {
     double factor;
     double low_freq_factor, high_freq_factor;  /* llama3 */
     double beta_fast, beta_slow;               /* yarn */
+    double attention_factor;                   /* yarn: 0 = from factor (and mscale, mscale_all_dim) */
+    double mscale, mscale_all_dim;             /* yarn; 0 when absent */
+    bool truncate;                             /* yarn: round the correction range (default true) */
     int original_max_position_embeddings;
 } lm_rope_scaling;
 
@@ -30,6 +33,7 @@ typedef struct lm_config {
     double norm_eps;              /* rms_norm_eps / layer_norm_epsilon */
     double rope_theta;
     lm_rope_scaling rope_scaling;
+    double dropout;               /* training only: GPT-2's *_pdrop, Llama/Qwen's attention_dropout */
     bool tie_word_embeddings;
     bool attention_bias;          /* q/k/v biases: Qwen2 true, Llama's attention_bias */
     bool qk_norm;                 /* Qwen3: RMSNorm on q and k per head */
@@ -43,6 +47,10 @@ typedef struct lm_config {
  * naming the file and the key. */
 kn_status lm_config_load(const char *path, lm_config *out);
 const char *lm_family_name(lm_family f);
+/* RoPE's inverse frequencies (head_dim / 2 of them) and the factor cos and sin are scaled by,
+ * as transformers computes them for the config's rope type; seq_len (the largest position
+ * + 1) matters to the dynamic type only. */
+kn_status lm_rope_frequencies(const lm_config *c, int64_t seq_len, float *inv_freq, double *attention_factor);
 
 typedef struct lm lm;
 
@@ -51,13 +59,15 @@ typedef struct lm_load_options {
     kn_dtype dtype;     /* KN_DTYPE_COUNT: as stored in the files */
 } lm_load_options;
 
-/* dir holds config.json and the safetensors weights (see kiln/hf.h). */
+/* dir holds config.json and the safetensors weights (see kiln/hf.h); o NULL: the CPU, as stored. */
 lm *lm_load(const char *dir, const lm_load_options *o);
-/* A model with seeded random weights (the current Philox seed) on the default device. */
+/* A model with seeded random weights (the current Philox seed) on the default device (GPT-2:
+ * f32 only; a file of another dtype loads as stored). */
 lm *lm_new(const lm_config *c, kn_dtype dtype);
 void lm_free(lm *m);
 const lm_config *lm_config_of(const lm *m);
-/* The module tree (state_dict names as in transformers); parameters require grad. */
+/* The module tree (state_dict names as in transformers); parameters require grad. Models
+ * start in eval mode (no dropout): kn_module_train(lm_module(m), true) to fine-tune. */
 void *lm_module(lm *m);
 kn_dtype lm_dtype(const lm *m);
 

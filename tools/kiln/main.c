@@ -14,6 +14,7 @@ static const struct {
     {"info", kiln_cmd_info, "build options, threads, BLAS, devices found"},
     {"generate", kiln_cmd_generate, "text from a Hugging Face model: kiln generate MODEL_DIR --prompt TEXT (--help)"},
     {"train", kiln_cmd_train, "train a model: kiln train gpt2|adder|llama|qwen2|qwen3|lm [options] (--help lists them)"},
+    {"tokenize", kiln_cmd_tokenize, "a model's tokenizer.json: text lines -> JSON ids (--decode: back)"},
     {"cache", kiln_cmd_cache, "the compilation cache: kiln cache path | stats [--json] | clear"},
     {"demo", kiln_cmd_demo, "a tour of the runtime: modes, ops, errors, a meta-device trace"},
     {"help", NULL, "this text"},

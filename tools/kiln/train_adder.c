@@ -74,8 +74,8 @@ static kn_status solve(adder_task *t, const int *problems, int n, int *answer) {
     }
     for (int i = 0; i < n; i++) encode(problems[i], seq + (int64_t)i * SEQ);
     kn_status st = KN_OK;
-    bool was_training = t->model->training;
-    t->model->training = false;
+    bool was_training = kn_module_is_training(t->model);
+    kn_module_train(t->model, false);
     kn_no_grad_push();
     for (int len = PROMPT; st == KN_OK && len < SEQ; len++) {
         kn_scope_push();
@@ -91,7 +91,7 @@ static kn_status solve(adder_task *t, const int *problems, int n, int *answer) {
         kn_scope_pop();
     }
     kn_no_grad_pop();
-    t->model->training = was_training;
+    kn_module_train(t->model, was_training);
     for (int i = 0; st == KN_OK && i < n; i++) {
         answer[i] = 0;
         for (int d = DIGITS; d >= 0; d--) answer[i] = answer[i] * 10 + (int)seq[(int64_t)i * SEQ + PROMPT + d];
