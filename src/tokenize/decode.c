@@ -79,13 +79,22 @@ kn_detokenizer *kn_detokenizer_new(const kn_tokenizer *t, bool skip_special) {
 
 static bool ends_in_replacement(const kn_tok_buf *b) { return b->n >= 3 && memcmp(b->p + b->n - 3, "\xEF\xBF\xBD", 3) == 0; }
 
+/* Whether the window ends in a byte token ("<0x82>"): ByteFallback decodes a run of them as a
+ * whole (one U+FFFD per byte when the run is not valid UTF-8, even for bytes that are valid
+ * alone), so the run's text is known only once a token of another kind ends it. */
+static bool ends_in_byte_token(const kn_detokenizer *d) {
+    if (!d->window.n) return false;
+    const char *tok = kn_tokenizer_id_to_token(d->t, d->window.v[d->window.n - 1]);
+    return tok && strlen(tok) == 6 && memcmp(tok, "<0x", 3) == 0 && tok[5] == '>';
+}
+
 /* Decodes the window; when final or when its text ends in a whole character, hands it out. */
 static const char *emit(kn_detokenizer *d, bool final, size_t *len) {
     d->text.n = 0;
     if (kn_tokenizer_decode_into(d->t, d->window.v, d->window.n, d->skip_special, d->at_start, &d->text) != KN_OK ||
         !kn_tok_buf_put(&d->text, "", 0))
         return NULL;
-    if (!final && ends_in_replacement(&d->text)) { /* maybe a character whose next bytes are coming */
+    if (!final && (ends_in_replacement(&d->text) || ends_in_byte_token(d))) { /* more of it may be coming */
         d->text.n = 0;
         d->text.p[0] = '\0';
     } else if (d->window.n > 0) {
