@@ -353,7 +353,7 @@ static void test_generation_config_is_read_as_transformers_reads_it(void) {
     CHECK_ERROR(load_config_text("{\"top_p\": 1.5}", &o) == KN_OK, KN_ERR_IO, "top_p");
     CHECK_ERROR(load_config_text("{\"eos_token_id\": \"x\"}", &o) == KN_OK, KN_ERR_IO, "eos_token_id");
     CHECK_ERROR(load_config_text("{\"do_sample\": 1}", &o) == KN_OK, KN_ERR_IO, "do_sample");
-    CHECK_ERROR(load_config_text("{\"top_k\": ", &o) == KN_OK, KN_ERR_IO, "generation_config.json: malformed");
+    CHECK_ERROR(load_config_text("{\"top_k\": ", &o) == KN_OK, KN_ERR_IO, "generation_config.json: not a JSON object");
     char path[512];
     snprintf(path, sizeof path, "%s/generation_config.json", tmp);
     unlink(path);

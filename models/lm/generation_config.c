@@ -1,31 +1,10 @@
 /* generation_config.json: a checkpoint's generation defaults, read as transformers reads
  * them (generate.h). */
-#include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include <unistd.h>
 
 #include "lm/generate.h"
-
-#define MAX_FILE_BYTES (1 << 20)
-
-/* The file's text, or NULL: absent (*absent set, no error) or unreadable (an error). */
-static char *read_small_file(const char *path, bool *absent) {
-    FILE *f = fopen(path, "rb");
-    *absent = !f && errno == ENOENT;
-    if (!f) return *absent ? NULL : (kn_set_error(KN_ERR_IO, "%s: cannot open (%s)", path, strerror(errno)), NULL);
-    char *text = malloc(MAX_FILE_BYTES + 1);
-    size_t n = text ? fread(text, 1, MAX_FILE_BYTES + 1, f) : 0;
-    bool bad = ferror(f) || n > MAX_FILE_BYTES;
-    fclose(f);
-    if (!text || bad) {
-        free(text);
-        return kn_set_error(KN_ERR_IO, "%s: %s", path, text ? "unreadable or over 1 MB" : "out of host memory"), NULL;
-    }
-    text[n] = '\0';
-    return text;
-}
+#include "lm/json_file.h"
 
 /* A number field into *out; absent or null keeps it. */
 static kn_status number(const char *path, const cJSON *root, const char *key, double lo, double hi, double *out) {
@@ -53,7 +32,6 @@ static kn_status eos_ids(const char *path, const cJSON *root, lm_generate_option
 }
 
 static kn_status read_fields(const char *path, const cJSON *root, lm_generate_options *o) {
-    if (!cJSON_IsObject(root)) return kn_set_error(KN_ERR_IO, "%s: not a JSON object", path);
     const cJSON *sample = cJSON_GetObjectItemCaseSensitive(root, "do_sample");
     if (sample && !cJSON_IsBool(sample) && !cJSON_IsNull(sample))
         return kn_set_error(KN_ERR_IO, "%s: \"do_sample\" is not true or false", path);
@@ -77,12 +55,10 @@ kn_status lm_generation_config_load(const char *dir, lm_generate_options *o) {
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/generation_config.json", dir) >= sizeof path)
         return kn_set_error(KN_ERR_IO, "%s: the path is too long", dir);
-    bool absent;
-    char *text = read_small_file(path, &absent);
-    if (!text) return absent ? KN_OK : kn_last_status();
-    cJSON *root = cJSON_Parse(text);
-    free(text);
-    kn_status st = root ? read_fields(path, root, o) : kn_set_error(KN_ERR_IO, "%s: malformed JSON", path);
+    if (access(path, F_OK) != 0) return KN_OK; /* none: transformers' defaults stand */
+    cJSON *root = json_file_read(path);
+    if (!root) return kn_last_status();
+    kn_status st = read_fields(path, root, o);
     cJSON_Delete(root);
     return st;
 }
