@@ -115,9 +115,8 @@ static bool load_model(lm_task *t) {
 
 static bool family_matches(const lm_task *t, const lm_config *c) {
     if (strcmp(t->name, "lm") == 0 || strcmp(t->name, lm_family_name(c->family)) == 0) return true;
-    fprintf(stderr, "kiln train %s: %s is a %s model (kiln train %s, or kiln train lm for any family)\n", t->name,
-            t->o->init_path ? t->o->init_path : t->o->config_path, lm_family_name(c->family),
-            lm_family_name(c->family));
+    fprintf(stderr, "kiln train %s: %s is a %s model, not %s (kiln train lm takes any family)\n", t->name,
+            t->o->init_path ? t->o->init_path : t->o->config_path, lm_family_name(c->family), t->name);
     return false;
 }
 
