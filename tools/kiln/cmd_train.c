@@ -16,6 +16,9 @@ static const struct {
 } tasks[] = {
     {"gpt2", train_gpt2_defaults, train_gpt2_run, "GPT-2 (Hugging Face layout) on a token file"},
     {"adder", train_adder_defaults, train_adder_run, "a small GPT that learns to add two 2-digit numbers"},
+    {"dlrm", train_dlrm_defaults, train_dlrm_run, "DLRM on synthetic click logs (held-out AUC)"},
+    {"unet", train_unet_defaults, train_unet_run, "a DDPM UNet on synthetic images; samples written as PNG"},
+    {"mingpt", train_mingpt_defaults, train_mingpt_run, "a character-level GPT on a text file, with samples"},
 };
 
 /* Options every task starts from (AdamW as nanoGPT sets it). */

@@ -30,6 +30,9 @@ typedef struct train_options {
     bool quiet;
     /* evaluation (adder) */
     int64_t eval_every, eval_count;
+    /* examples (unet, mingpt) */
+    const char *samples_dir;
+    double temperature;
 } train_options;
 
 /* Sets o's fields from "--name value" pairs; prints what was wrong and returns false. */
