@@ -18,13 +18,11 @@ static double draw(uint64_t seed, uint64_t index, int k) {
     return (double)(mix(mix(seed ^ mix(index)) + (uint64_t)k) >> 11) * 0x1.0p-53;
 }
 
-/* Hue in [0, 1) at full saturation and value, as RGB in [0, 1]. */
-static void hue_rgb(double h, double rgb[3]) {
-    for (int c = 0; c < 3; c++) {
-        double k = fmod(5.0 - 2.0 * c + h * 6.0, 6.0); /* R: 5, G: 3, B: 1 */
-        double v = fmin(fmin(k, 4.0 - k), 1.0);
-        rgb[c] = 1.0 - fmax(v, 0.0);
-    }
+/* Six saturated colors: red, yellow, green, cyan, blue, magenta (RGB in [0, 1]). */
+static void palette_rgb(double u, double rgb[3]) {
+    static const double colors[6][3] = {{1, 0, 0}, {1, 1, 0}, {0, 1, 0}, {0, 1, 1}, {0, 0, 1}, {1, 0, 1}};
+    const double *c = colors[(int)(u * 6) % 6];
+    for (int i = 0; i < 3; i++) rgb[i] = c[i];
 }
 
 void shapes_render(uint64_t seed, uint64_t index, int size, int channels, float *out) {
@@ -32,7 +30,7 @@ void shapes_render(uint64_t seed, uint64_t index, int size, int channels, float 
     double r = size * (0.18 + 0.17 * draw(seed, index, 1)); /* radius or half side */
     double cx = r + (size - 2 * r) * draw(seed, index, 2), cy = r + (size - 2 * r) * draw(seed, index, 3);
     double rgb[3];
-    hue_rgb(draw(seed, index, 4), rgb);
+    palette_rgb(draw(seed, index, 4), rgb);
     for (int y = 0; y < size; y++)
         for (int x = 0; x < size; x++) {
             int inside = 0;

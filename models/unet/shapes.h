@@ -1,6 +1,6 @@
-/* Synthetic images for the diffusion example: on a black background, one disc or square of
- * a random bright color (full saturation and value, any hue), random size and position,
- * fully inside the image, edges anti-aliased. Image i of a seed is always the same. */
+/* Synthetic images for the diffusion example: on a black background, one disc or square in
+ * one of six saturated colors (red, yellow, green, cyan, blue, magenta), of random size and
+ * position, fully inside the image, edges anti-aliased. Image i of a seed is always the same. */
 #ifndef KILN_MODELS_UNET_SHAPES_H
 #define KILN_MODELS_UNET_SHAPES_H
 

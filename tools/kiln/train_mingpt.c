@@ -15,7 +15,6 @@
 #define DEFAULT_TEXT "../shared/data/tinyshakespeare.txt"
 #define MAX_CODE_POINT 0x10FFFF
 #define EVAL_BATCHES 8
-#define SAMPLE_CHARS 300
 
 typedef struct mingpt_task {
     gpt2 *model;
@@ -23,7 +22,7 @@ typedef struct mingpt_task {
     int64_t n, n_train; /* characters in all; the first n_train train */
     uint32_t *vocab;    /* index -> code point, ascending */
     int vocab_size;
-    int64_t batch, seq, eval_every;
+    int64_t batch, seq, eval_every, sample_chars;
     uint64_t seed;
     double temperature;
     bool quiet;
@@ -182,9 +181,9 @@ static void put_utf8(uint32_t cp) {
     else printf("%c%c%c%c", 0xF0 | cp >> 18, 0x80 | (cp >> 12 & 0x3F), 0x80 | (cp >> 6 & 0x3F), 0x80 | (cp & 0x3F));
 }
 
-/* Prints SAMPLE_CHARS characters generated after the first character of the validation text. */
+/* Prints sample_chars characters generated after the first character of the validation text. */
 static kn_status sample(mingpt_task *t) {
-    int64_t T = t->seq, *ctx = malloc(sizeof *ctx * (size_t)(SAMPLE_CHARS + 1));
+    int64_t T = t->seq, *ctx = malloc(sizeof *ctx * (size_t)(t->sample_chars + 1));
     float *logits = malloc(sizeof *logits * (size_t)t->vocab_size);
     kn_status st = ctx && logits ? KN_OK : kn_set_error(KN_ERR_OOM, "mingpt: out of host memory");
     if (st == KN_OK) {
@@ -192,7 +191,7 @@ static kn_status sample(mingpt_task *t) {
         printf("sample (temperature %g):\n", t->temperature);
         put_utf8(t->vocab[ctx[0]]);
     }
-    for (int64_t len = 1; st == KN_OK && len <= SAMPLE_CHARS; len++) {
+    for (int64_t len = 1; st == KN_OK && len <= t->sample_chars; len++) {
         int64_t from = len > T ? len - T : 0;
         kn_scope_push();
         kn_tensor *x = kn_from_host(ctx + from, KN_I64, KN_SHAPE(1, len - from), kn_default_device());
@@ -242,6 +241,7 @@ void train_mingpt_defaults(train_options *o) {
     o->warmup = 30;
     o->eval_every = 100;
     o->temperature = 0.8;
+    o->num_samples = 300;
 }
 
 int train_mingpt_run(const train_options *o) {
@@ -251,7 +251,7 @@ int train_mingpt_run(const train_options *o) {
     }
     mingpt_task *t = calloc(1, sizeof *t);
     if (!t) return 1;
-    *t = (mingpt_task){.batch = o->batch, .seq = o->seq, .eval_every = o->eval_every, .seed = o->seed,
+    *t = (mingpt_task){.batch = o->batch, .seq = o->seq, .eval_every = o->eval_every, .sample_chars = o->num_samples, .seed = o->seed,
                        .temperature = o->temperature, .quiet = o->quiet};
     int rc = 1;
     if (load_text(t, o->data_path) != KN_OK) {

@@ -32,6 +32,7 @@ typedef struct train_options {
     int64_t eval_every, eval_count;
     /* examples (unet, mingpt) */
     const char *samples_dir;
+    int64_t num_samples;
     double temperature;
 } train_options;
 

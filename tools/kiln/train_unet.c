@@ -19,7 +19,7 @@
 #define SIZE 16
 #define CHANNELS 3
 #define DIFFUSION_STEPS 100
-#define GRID 8 /* samples.png and data.png: GRID x GRID images */
+#define DATA_GRID 8 /* data.png: DATA_GRID x DATA_GRID training images */
 
 typedef struct unet_task {
     unet *model;
@@ -28,7 +28,7 @@ typedef struct unet_task {
     uint64_t seed;
     const char *dir;
     double *losses;
-    int64_t steps;
+    int64_t steps, n_samples;
 } unet_task;
 
 static uint64_t mix(uint64_t x) {
@@ -73,9 +73,9 @@ static kn_status prepare_dir(const unet_task *t) {
     if (mkdir(t->dir, 0777) != 0 && errno != EEXIST)
         return kn_set_error(KN_ERR_IO, "cannot create the samples directory %s: %s", t->dir, strerror(errno));
     char path[4096];
-    float *px = render(t->seed, 0, GRID * GRID);
+    float *px = render(t->seed, 0, DATA_GRID * DATA_GRID);
     kn_status st = px ? write_path(path, sizeof path, t->dir, "data.png") : kn_set_error(KN_ERR_OOM, "unet: out of host memory");
-    if (st == KN_OK) st = png_write_grid(path, px, GRID * GRID, CHANNELS, SIZE, SIZE, GRID, -1, 1);
+    if (st == KN_OK) st = png_write_grid(path, px, DATA_GRID * DATA_GRID, CHANNELS, SIZE, SIZE, DATA_GRID, -1, 1);
     free(px);
     return st;
 }
@@ -107,16 +107,19 @@ static kn_status finish(unet_task *t) {
     for (int64_t s = 0; s < t->steps; s += tenth) printf(" %.4f", mean_loss(t, s, s + tenth < t->steps ? s + tenth : t->steps));
     printf("\n");
     kn_status st = write_loss_curve(t);
-    kn_tensor *samples = st == KN_OK ? ddpm_sample(t->model, &t->schedule, KN_SHAPE(GRID * GRID, CHANNELS, SIZE, SIZE)) : NULL;
-    float *px = malloc(sizeof *px * GRID * GRID * CHANNELS * SIZE * SIZE);
+    int64_t n = t->n_samples, cols = 1;
+    while (cols * cols < n) cols++;
+    size_t bytes = sizeof(float) * (size_t)(n * CHANNELS * SIZE * SIZE);
+    kn_tensor *samples = st == KN_OK ? ddpm_sample(t->model, &t->schedule, KN_SHAPE(n, CHANNELS, SIZE, SIZE)) : NULL;
+    float *px = malloc(bytes);
     char path[4096];
-    if (st == KN_OK) st = samples && px ? kn_to_host(samples, px, sizeof *px * GRID * GRID * CHANNELS * SIZE * SIZE) : kn_last_status();
-    if (st == KN_OK && !px) st = kn_set_error(KN_ERR_OOM, "unet: out of host memory");
+    if (st == KN_OK) st = samples ? KN_OK : kn_last_status();
+    if (st == KN_OK) st = px ? kn_to_host(samples, px, bytes) : kn_set_error(KN_ERR_OOM, "unet: out of host memory");
     if (st == KN_OK) st = write_path(path, sizeof path, t->dir, "samples.png");
-    if (st == KN_OK) st = png_write_grid(path, px, GRID * GRID, CHANNELS, SIZE, SIZE, GRID, -1, 1);
+    if (st == KN_OK) st = png_write_grid(path, px, (int)n, CHANNELS, SIZE, SIZE, (int)cols, -1, 1);
     if (st == KN_OK)
-        printf("wrote %s/samples.png (%d images sampled in %d DDPM steps), %s/data.png (training images), %s/loss.csv\n",
-               t->dir, GRID * GRID, DIFFUSION_STEPS, t->dir, t->dir);
+        printf("wrote %s/samples.png (%lld images sampled in %d DDPM steps), %s/data.png (training images), %s/loss.csv\n",
+               t->dir, (long long)n, DIFFUSION_STEPS, t->dir, t->dir);
     kn_release(samples);
     free(px);
     return st;
@@ -128,7 +131,7 @@ static kn_status after_step(void *ctx, int64_t steps_done, bool last) {
 
 void train_unet_defaults(train_options *o) {
     o->batch = 32;
-    o->steps = 400;
+    o->steps = 800;
     o->lr = 2e-3;
     o->min_lr = 1e-4;
     o->warmup = 40;
@@ -136,10 +139,15 @@ void train_unet_defaults(train_options *o) {
     o->grad_clip = 1.0;
     o->beta2 = 0.999;
     o->samples_dir = "unet-samples";
+    o->num_samples = 64;
 }
 
 int train_unet_run(const train_options *o) {
-    unet_task t = {.batch = o->batch, .seed = o->seed, .dir = o->samples_dir, .steps = o->steps};
+    if (o->num_samples < 1 || o->num_samples > 1024) {
+        fprintf(stderr, "kiln train unet: --num-samples must be in [1, 1024]\n");
+        return 2;
+    }
+    unet_task t = {.batch = o->batch, .seed = o->seed, .dir = o->samples_dir, .steps = o->steps, .n_samples = o->num_samples};
     unet_config cfg = {.in_channels = CHANNELS, .base_channels = 16, .n_levels = 3, .mult = {1, 2, 2}, .groups = 8,
                        .attention = true};
     kn_named_tensors params = {0};
