@@ -11,7 +11,7 @@
 #include "train_loop.h"
 #include "train_tasks.h"
 
-#define SAMPLES 200000
+#define SAMPLES 1000000
 #define EVAL_CHUNK 4096
 
 typedef struct dlrm_task {
@@ -115,8 +115,8 @@ static kn_status after_step(void *ctx, int64_t steps_done, bool last) {
 }
 
 void train_dlrm_defaults(train_options *o) {
-    o->batch = 256;
-    o->steps = 2000;
+    o->batch = 512;
+    o->steps = 3000;
     o->lr = 3e-3;
     o->min_lr = 1e-4;
     o->warmup = 100;
@@ -124,7 +124,7 @@ void train_dlrm_defaults(train_options *o) {
     o->grad_clip = 0;
     o->beta2 = 0.999;
     o->eval_count = 20000;
-    o->eval_every = 500;
+    o->eval_every = 1000;
 }
 
 /* The logs: 8 dense features, four sparse ones (two one-hot, two multi-hot). */

@@ -230,9 +230,9 @@ static kn_status after_step(void *ctx, int64_t steps_done, bool last) {
 
 void train_mingpt_defaults(train_options *o) {
     o->data_path = DEFAULT_TEXT;
-    o->n_layer = 4;
-    o->n_head = 4;
-    o->n_embd = 128;
+    o->n_layer = 3;
+    o->n_head = 3;
+    o->n_embd = 96;
     o->batch = 32;
     o->seq = 64;
     o->steps = 300;
