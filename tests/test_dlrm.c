@@ -236,6 +236,7 @@ static void test_short_training_raises_auc(void) {
 }
 
 int main(void) {
+    kn_set_num_threads(1); /* tiny models: on a busy 2-core host, worker threads only spin */
     RUN(test_parameter_names_follow_the_reference);
     RUN(test_forward_matches_float64);
     RUN(test_interaction_pairs_in_reference_order);

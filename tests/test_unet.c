@@ -223,6 +223,7 @@ static void test_short_training_lowers_the_loss_and_samples(void) {
 }
 
 int main(void) {
+    kn_set_num_threads(1); /* tiny models: on a busy 2-core host, worker threads only spin */
     RUN(test_names_and_shapes);
     RUN(test_timestep_embedding_matches_formula);
     RUN(test_linear_schedule_and_noising);
