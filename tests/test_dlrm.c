@@ -1,5 +1,7 @@
 /* DLRM (models/dlrm): the reference's parameter names, the forward pass (MLPs, embedding bags
- * and the dot interaction) against a float64 computation written here, config errors, the
+ * and the dot interaction) against a float64 computation written here and, with bags given by
+ * offsets, against PyTorch's forward and gradients (tests/fixtures/dlrm, made by
+ * make_dlrm_fixture.py from the reference's module layout), config errors, the
  * synthetic click logs (deterministic per seed, labels and ids in range), exact AUC with ties
  * against brute force, and a short training run that raises the held-out AUC. */
 #include <stdlib.h>
@@ -82,6 +84,54 @@ static void test_forward_matches_float64(void) {
     want_loss /= B;
     CHECK_CLOSE(loss, &want_loss, ((tolerance){1e-5, 1e-6}), "dlrm loss");
     free(d), free(e0), free(e1), free(w0), free(b0), free(w2), free(b2), free(t0), free(tb0), free(t2), free(tb2);
+    kn_module_free(m);
+    kn_scope_pop();
+}
+
+#define FIXTURE KILN_SOURCE_DIR "/tests/fixtures/dlrm/dlrm.safetensors"
+
+static void test_matches_pytorch_forward_and_gradients(void) {
+    kn_scope_push();
+    dlrm_config c = {.n_tables = 3, .table_sizes = {5, 7, 3}, .emb_dim = 4, .n_bot = 3, .bot = {3, 8, 4}, .n_top = 3,
+                     .top = {8, 4, 1}};
+    dlrm *m = dlrm_new(&c);
+    kn_named_tensors p = {0};
+    kn_safetensors *f = kn_safetensors_open(FIXTURE);
+    CHECK(m && f && kn_module_named(m, KN_PARAMS, &p) == KN_OK);
+    if (!m || !f) goto done;
+    /* Every parameter loads under its own name: the state_dict layouts agree. */
+    kn_no_grad_push();
+    CHECK(kn_safetensors_load_into(FIXTURE, p.count, (const char *const *)p.names, p.tensors, 0) == KN_OK);
+    kn_no_grad_pop();
+    kn_tensor *idx[3], *off[3];
+    for (int k = 0; k < 3; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "input.indices.%d", k);
+        idx[k] = kn_safetensors_get(f, name, KN_CPU);
+        snprintf(name, sizeof name, "input.offsets.%d", k);
+        off[k] = kn_safetensors_get(f, name, KN_CPU);
+    }
+    kn_tensor *logits = dlrm_forward(m, kn_safetensors_get(f, "input.dense", KN_CPU), idx, off);
+    double *want = read_f64(kn_safetensors_get(f, "expected.probs", KN_CPU));
+    tolerance tol = {1e-5, 1e-6};
+    if (want) CHECK_CLOSE(kn_sigmoid(logits), want, tol, "probabilities");
+    free(want);
+    kn_tensor *loss = dlrm_loss(logits, kn_safetensors_get(f, "input.labels", KN_CPU));
+    want = read_f64(kn_safetensors_get(f, "expected.loss", KN_CPU));
+    if (want) CHECK_CLOSE(loss, want, tol, "loss");
+    free(want);
+    CHECK(kn_backward(loss) == KN_OK);
+    for (int i = 0; i < p.count; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "grad.%s", p.names[i]);
+        want = read_f64(kn_safetensors_get(f, name, KN_CPU));
+        CHECK_MSG(want != NULL, "%s is not in the fixture", name);
+        if (want) check_close(kn_grad(p.tensors[i]), want, (tolerance){1e-4, 1e-6}, name);
+        free(want);
+    }
+done:
+    kn_safetensors_close(f);
+    kn_named_tensors_free(&p);
     kn_module_free(m);
     kn_scope_pop();
 }
@@ -239,6 +289,7 @@ int main(void) {
     kn_set_num_threads(1); /* tiny models: on a busy 2-core host, worker threads only spin */
     RUN(test_parameter_names_follow_the_reference);
     RUN(test_forward_matches_float64);
+    RUN(test_matches_pytorch_forward_and_gradients);
     RUN(test_interaction_pairs_in_reference_order);
     RUN(test_bad_configs_are_refused);
     RUN(test_click_logs_are_deterministic_per_seed);

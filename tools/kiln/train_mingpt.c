@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gpt2/gpt2.h"
+#include "seed_hash.h"
 #include "train_loop.h"
 #include "train_tasks.h"
 
@@ -27,13 +28,6 @@ typedef struct mingpt_task {
     double temperature;
     bool quiet;
 } mingpt_task;
-
-static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 /* Decodes UTF-8 into code points; false with an error naming the byte offset. */
 static bool decode_utf8(const char *path, const unsigned char *s, size_t n, uint32_t *out, int64_t *count) {
@@ -134,7 +128,7 @@ static kn_tensor *micro_loss(void *ctx, int64_t g) {
     mingpt_task *t = ctx;
     int64_t starts[4096];
     for (int64_t b = 0; b < t->batch; b++)
-        starts[b] = (int64_t)(mix(t->seed ^ mix((uint64_t)(g * t->batch + b))) % (uint64_t)(t->n_train - t->seq - 1));
+        starts[b] = (int64_t)(seed_hash(t->seed ^ seed_hash((uint64_t)(g * t->batch + b))) % (uint64_t)(t->n_train - t->seq - 1));
     return window_loss(t, starts, t->batch);
 }
 
@@ -146,7 +140,7 @@ static kn_status eval_loss(mingpt_task *t, bool validation, double *out) {
     for (int k = 0; st == KN_OK && k < EVAL_BATCHES; k++) {
         int64_t starts[4096];
         for (int64_t b = 0; b < t->batch; b++)
-            starts[b] = first + (int64_t)(mix(0xe7a1u + (uint64_t)(k * t->batch + b)) % (uint64_t)span);
+            starts[b] = first + (int64_t)(seed_hash(0xe7a1u + (uint64_t)(k * t->batch + b)) % (uint64_t)span);
         kn_scope_push();
         double v = NAN;
         kn_tensor *loss = window_loss(t, starts, t->batch);
@@ -199,7 +193,7 @@ static kn_status sample(mingpt_task *t) {
         st = last ? kn_to_host(last, logits, sizeof *logits * (size_t)t->vocab_size) : kn_last_status();
         kn_scope_pop();
         if (st != KN_OK) break;
-        double u = (double)(mix(t->seed ^ 0x5a3b1e5ull ^ mix((uint64_t)len)) >> 11) * 0x1.0p-53;
+        double u = (double)(seed_hash(t->seed ^ 0x5a3b1e5ull ^ seed_hash((uint64_t)len)) >> 11) * 0x1.0p-53;
         ctx[len] = pick(logits, t->vocab_size, t->temperature, u);
         put_utf8(t->vocab[ctx[len]]);
     }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "png/png_image.h"
+#include "seed_hash.h"
 #include "train_loop.h"
 #include "train_tasks.h"
 #include "unet/ddpm.h"
@@ -31,13 +32,6 @@ typedef struct unet_task {
     int64_t steps, n_samples;
 } unet_task;
 
-static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* Images first .. first + n of the run's stream, as [n, C, SIZE, SIZE] on the host. */
 static float *render(uint64_t seed, int64_t first, int64_t n) {
     float *px = malloc(sizeof *px * (size_t)(n * CHANNELS * SIZE * SIZE));
@@ -52,7 +46,7 @@ static kn_tensor *micro_loss(void *ctx, int64_t g) {
     int *steps = malloc(sizeof *steps * (size_t)B);
     kn_tensor *loss = NULL;
     if (px && steps) {
-        for (int64_t b = 0; b < B; b++) steps[b] = (int)(mix(t->seed ^ mix((uint64_t)(g * B + b))) % DIFFUSION_STEPS);
+        for (int64_t b = 0; b < B; b++) steps[b] = (int)(seed_hash(t->seed ^ seed_hash((uint64_t)(g * B + b))) % DIFFUSION_STEPS);
         kn_tensor *x0 = kn_from_host(px, KN_F32, KN_SHAPE(B, CHANNELS, SIZE, SIZE), kn_default_device());
         loss = ddpm_loss(t->model, &t->schedule, x0, steps);
     } else {
