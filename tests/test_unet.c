@@ -1,4 +1,5 @@
-/* The DDPM UNet (models/unet): module names and output shapes, bad inputs, the sinusoidal
+/* The DDPM UNet (models/unet): module names and output shapes, bad inputs, the forward pass,
+ * loss and every gradient against PyTorch's (tests/fixtures/unet, make_unet_fixture.py), the sinusoidal
  * timestep embedding and the linear noise schedule against their formulas, the noising step,
  * the PNG writer (read back with libpng, pixel for pixel; errors leave no file), ancestral
  * sampling, and a short training run whose loss falls. */
@@ -53,6 +54,44 @@ static void test_names_and_shapes(void) {
     kn_module_free(m);
     c.groups = 3;
     CHECK_ERROR(unet_new(&c) != NULL, KN_ERR_ARG, "groups");
+    kn_scope_pop();
+}
+
+#define FIXTURE KILN_SOURCE_DIR "/tests/fixtures/unet/unet.safetensors"
+
+static void test_matches_pytorch_forward_and_gradients(void) {
+    kn_scope_push();
+    unet_config c = tiny_config();
+    unet *m = unet_new(&c);
+    kn_named_tensors p = {0};
+    kn_safetensors *f = kn_safetensors_open(FIXTURE);
+    CHECK(m && f && kn_module_named(m, KN_PARAMS, &p) == KN_OK);
+    if (!m || !f) goto done;
+    CHECK(p.count == kn_safetensors_count(f) - 5 - p.count); /* weights, 5 inputs/expectations, grads */
+    kn_no_grad_push(); /* every parameter under its own name, and nothing left over */
+    CHECK(kn_safetensors_load_into(FIXTURE, p.count, (const char *const *)p.names, p.tensors, 0) == KN_OK);
+    kn_no_grad_pop();
+    kn_tensor *out = unet_forward(m, kn_safetensors_get(f, "input.x", KN_CPU), kn_safetensors_get(f, "input.t", KN_CPU));
+    double *want = read_f64(kn_safetensors_get(f, "expected.out", KN_CPU));
+    if (want) CHECK_CLOSE(out, want, ((tolerance){1e-4, 1e-5}), "predicted noise");
+    free(want);
+    kn_tensor *loss = kn_mse_loss(out, kn_safetensors_get(f, "input.target", KN_CPU), KN_REDUCTION_MEAN);
+    want = read_f64(kn_safetensors_get(f, "expected.loss", KN_CPU));
+    if (want) CHECK_CLOSE(loss, want, ((tolerance){1e-5, 1e-6}), "loss");
+    free(want);
+    CHECK(kn_backward(loss) == KN_OK);
+    for (int i = 0; i < p.count; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "grad.%s", p.names[i]);
+        want = read_f64(kn_safetensors_get(f, name, KN_CPU));
+        CHECK_MSG(want != NULL, "%s is not in the fixture", name);
+        if (want) check_close(kn_grad(p.tensors[i]), want, (tolerance){1e-3, 1e-5}, name);
+        free(want);
+    }
+done:
+    kn_safetensors_close(f);
+    kn_named_tensors_free(&p);
+    kn_module_free(m);
     kn_scope_pop();
 }
 
@@ -225,6 +264,7 @@ static void test_short_training_lowers_the_loss_and_samples(void) {
 int main(void) {
     kn_set_num_threads(1); /* tiny models: on a busy 2-core host, worker threads only spin */
     RUN(test_names_and_shapes);
+    RUN(test_matches_pytorch_forward_and_gradients);
     RUN(test_timestep_embedding_matches_formula);
     RUN(test_linear_schedule_and_noising);
     RUN(test_png_written_and_read_back);
