@@ -1,7 +1,7 @@
 /* `kiln train dlrm|unet|mingpt` end to end with tiny step counts: the lines they print, the
  * files they write (PNG images that libpng reads back, the loss curve), and clear errors for
  * bad input (a missing or non-UTF-8 text file, a samples directory that cannot be made or
- * written) before any training. */
+ * written) before any training, and a killed DLRM run resuming to the same result. */
 #define _GNU_SOURCE
 #include <png.h>
 #include <stdlib.h>
@@ -85,6 +85,23 @@ static void test_dlrm_learns_a_held_out_auc(void) {
     double auc = output_number("held-out AUC "), bayes = output_number("generator (Bayes-optimal): AUC ");
     CHECK_MSG(auc > 0.65 && auc < bayes, "held-out AUC %g after 60 steps (Bayes-optimal %g)", auc, bayes);
     CHECK(output_number("log loss ") > 0);
+}
+
+/* A run killed after 10 steps and resumed prints what an uninterrupted run prints. */
+static void test_dlrm_resumes_exactly(void) {
+    char ck[320];
+    snprintf(ck, sizeof ck, "%s/dlrm-ck", tmp);
+    const char *whole[] = {"train", "dlrm", "--steps", "20", "--eval-every", "0", "--quiet", NULL};
+    CHECK(run(whole) == 0);
+    char *expected = slurp(out_path);
+    const char *killed[] = {"train", "dlrm", "--steps", "20", "--save", ck, "--save-every", "10", "--abort-after", "10", "--quiet", NULL};
+    CHECK(run(killed) == 137);
+    const char *resumed[] = {"train", "dlrm", "--steps", "20", "--eval-every", "0", "--quiet", "--resume", ck, NULL};
+    CHECK(run(resumed) == 0);
+    char *got = slurp(out_path);
+    CHECK(expected && got && strstr(expected, "held-out AUC") && strcmp(expected, got) == 0);
+    free(expected);
+    free(got);
 }
 
 static bool png_size(const char *path, int *w, int *h) {
@@ -190,6 +207,7 @@ int main(int argc, char **argv) {
     setenv("KILN_THREADS", "1", 1); /* tiny models: threads only add synchronization */
     RUN(test_train_lists_the_tasks);
     RUN(test_dlrm_learns_a_held_out_auc);
+    RUN(test_dlrm_resumes_exactly);
     RUN(test_unet_writes_samples_and_loss_curve);
     RUN(test_unet_refuses_a_directory_it_cannot_use);
     RUN(test_mingpt_trains_and_samples);
