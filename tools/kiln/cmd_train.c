@@ -20,6 +20,9 @@ static const struct {
     {"qwen2", train_lm_defaults, train_qwen2_run, "fine-tune a Qwen2 model directory (--init DIR) on a token file"},
     {"qwen3", train_lm_defaults, train_qwen3_run, "fine-tune a Qwen3 model directory (--init DIR) on a token file"},
     {"lm", train_lm_defaults, train_lm_run, "fine-tune any causal LM directory kiln loads (gpt2, llama, qwen2, qwen3)"},
+    {"dlrm", train_dlrm_defaults, train_dlrm_run, "DLRM on synthetic click logs (held-out AUC)"},
+    {"unet", train_unet_defaults, train_unet_run, "a DDPM UNet on synthetic images; samples written as PNG"},
+    {"mingpt", train_mingpt_defaults, train_mingpt_run, "a character-level GPT on a text file, with samples"},
 };
 
 /* Options every task starts from (AdamW as nanoGPT sets it). */

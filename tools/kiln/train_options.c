@@ -50,6 +50,9 @@ static const struct option_def {
     {"quiet", OPT_FLAG, F(quiet), "no progress output"},
     {"eval-every", OPT_I64, F(eval_every), "steps between held-out evaluations (adder)"},
     {"eval-count", OPT_I64, F(eval_count), "held-out problems (adder)"},
+    {"samples", OPT_STR, F(samples_dir), "directory for the sampled images (unet)"},
+    {"num-samples", OPT_I64, F(num_samples), "images (unet) or characters (mingpt) to sample at the end"},
+    {"temperature", OPT_F64, F(temperature), "sampling temperature (mingpt)"},
     {"abort-after", OPT_I64, F(abort_after), "tests: exit abruptly after this many steps"},
 #undef F
 };

@@ -33,6 +33,10 @@ typedef struct train_options {
     bool quiet;
     /* evaluation (adder) */
     int64_t eval_every, eval_count;
+    /* examples (unet, mingpt) */
+    const char *samples_dir;
+    int64_t num_samples;
+    double temperature;
 } train_options;
 
 /* Sets o's fields from "--name value" pairs; prints what was wrong and returns false. */
