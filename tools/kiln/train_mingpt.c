@@ -208,7 +208,7 @@ static kn_status after_step(void *ctx, int64_t steps_done, bool last) {
     mingpt_task *t = ctx;
     if (!last && (!t->eval_every || steps_done % t->eval_every)) return KN_OK;
     double train = NAN, val = NAN;
-    t->model->training = false;
+    kn_module_train(t->model, false);
     kn_no_grad_push();
     kn_status st = eval_loss(t, false, &train);
     if (st == KN_OK) st = eval_loss(t, true, &val);
@@ -218,7 +218,7 @@ static kn_status after_step(void *ctx, int64_t steps_done, bool last) {
     }
     if (st == KN_OK && last) st = sample(t);
     kn_no_grad_pop();
-    t->model->training = true;
+    kn_module_train(t->model, true);
     return st;
 }
 
