@@ -19,7 +19,9 @@
 
 #define LM_DIR KILN_SOURCE_DIR "/tests/fixtures/lm/"
 
-static const char *const FAMILIES[] = {"gpt2", "llama2", "llama3", "qwen2", "qwen3"};
+/* Every family, and two one-layer models whose forward scales rope (dynamic, yarn). */
+static const char *const FAMILIES[] = {"gpt2", "llama2", "llama3", "qwen2", "qwen3", "llama_dynamic", "qwen2_yarn"};
+#define N_FAMILIES ((int)(sizeof FAMILIES / sizeof *FAMILIES))
 
 static cJSON *reference(const char *name) {
     char path[512];
@@ -96,7 +98,7 @@ static double logits_error(lm *m, const char *ref_name) {
 }
 
 static void test_logits_match_transformers_in_f32(void) {
-    for (int f = 0; f < 5; f++) {
+    for (int f = 0; f < N_FAMILIES; f++) {
         lm *m = load(FAMILIES[f], KN_CPU, KN_DTYPE_COUNT);
         double err = logits_error(m, FAMILIES[f]);
         CHECK_MSG(err <= 1e-4, "%s: logits differ by %.3g of the largest", FAMILIES[f], err);
@@ -112,7 +114,7 @@ static int64_t argmax_row(kn_tensor *logits) {
 }
 
 static void test_greedy_tokens_match_generate(void) {
-    for (int f = 0; f < 5; f++) {
+    for (int f = 0; f < N_FAMILIES; f++) {
         lm *m = load(FAMILIES[f], KN_CPU, KN_DTYPE_COUNT);
         cJSON *ref = reference(FAMILIES[f]);
         const cJSON *greedy = cJSON_GetObjectItem(ref, "greedy");
@@ -164,9 +166,11 @@ static void test_cached_decode_equals_uncached_forward(void) {
     }
 }
 
-/* Left-padded rows give their unpadded logits, in the prefill and in the decode step after it. */
+/* Left-padded rows give their unpadded logits, in the prefill and in the decode step after it
+ * (not with dynamic rope, whose frequencies follow the batch's longest row, as in transformers). */
 static void test_left_padded_batch_rows_equal_unpadded_rows(void) {
-    for (int f = 0; f < 5; f++) {
+    for (int f = 0; f < N_FAMILIES; f++) {
+        if (strcmp(FAMILIES[f], "llama_dynamic") == 0) continue;
         lm *m = load(FAMILIES[f], KN_CPU, KN_DTYPE_COUNT);
         cJSON *ref = reference(FAMILIES[f]);
         const cJSON *mask = cJSON_GetObjectItem(ref, "attention_mask"), *seqs = cJSON_GetObjectItem(ref, "seqs");
@@ -214,7 +218,7 @@ static void test_left_padded_batch_rows_equal_unpadded_rows(void) {
 }
 
 static void test_loss_matches_transformers(void) {
-    for (int f = 0; f < 5; f++) {
+    for (int f = 0; f < N_FAMILIES; f++) {
         lm *m = load(FAMILIES[f], KN_CPU, KN_DTYPE_COUNT);
         cJSON *ref = reference(FAMILIES[f]);
         const cJSON *seq = cJSON_GetArrayItem(cJSON_GetObjectItem(ref, "seqs"), 0);
@@ -234,7 +238,7 @@ static void test_loss_matches_transformers(void) {
 
 /* Fine-tuning runs through lm_loss: every parameter of each family gets a finite gradient. */
 static void test_loss_backward_reaches_every_parameter(void) {
-    for (int f = 0; f < 5; f++) {
+    for (int f = 0; f < N_FAMILIES; f++) {
         lm *m = load(FAMILIES[f], KN_CPU, KN_F32);
         kn_scope_push();
         int64_t ids[6] = {1, 17, 300, 42, 7, 9}, targets[6] = {17, 300, 42, 7, 9, -1};
@@ -318,6 +322,24 @@ static void test_gpt2_without_the_transformer_prefix(void) {
     lm_free(bare), lm_free(m);
     snprintf(path, sizeof path, "rm -r %s", dir);
     CHECK(system(path) == 0);
+}
+
+static void test_saved_weights_load_back(void) {
+    const char *names[] = {"llama2", "qwen2"};
+    for (int f = 0; f < 2; f++) {
+        lm *m = load(names[f], KN_CPU, KN_DTYPE_COUNT);
+        char dir[] = "/tmp/kiln_lm_XXXXXX", path[600];
+        CHECK(mkdtemp(dir) != NULL);
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        CHECK(m && lm_save_weights(m, path) == KN_OK);
+        snprintf(path, sizeof path, "cp " LM_DIR "%s/config.json %s/", names[f], dir);
+        CHECK(system(path) == 0);
+        lm *back = lm_load(dir, NULL);
+        CHECK_MSG(back && logits_error(back, names[f]) == logits_error(m, names[f]), "%s: %s", names[f], kn_last_error());
+        lm_free(back), lm_free(m);
+        snprintf(path, sizeof path, "rm -r %s", dir);
+        CHECK(system(path) == 0);
+    }
 }
 
 static void test_rope_frequencies_match_transformers(void) {
@@ -436,6 +458,7 @@ int main(void) {
     RUN(test_f16_and_bf16_files_load);
     RUN(test_meta_device_load_gives_shapes_only);
     RUN(test_gpt2_without_the_transformer_prefix);
+    RUN(test_saved_weights_load_back);
     RUN(test_rope_frequencies_match_transformers);
     RUN(test_bad_input_is_an_error_naming_the_file);
     return test_summary();

@@ -17,5 +17,6 @@
 #include "kiln/stats.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
+#include "kiln/tokenizer.h"
 
 #endif

@@ -23,7 +23,9 @@ extern "C" {
 typedef struct kn_tokenizer kn_tokenizer;
 
 /* path: a tokenizer.json file, or a directory that holds one. NULL with KN_ERR_IO (unreadable,
- * malformed JSON, a model or component kiln does not have, named) on failure. */
+ * malformed JSON, a model or component kiln does not have, named) on failure. Components:
+ * docs/decisions.md, "Tokenizers (issue 5)". A loaded tokenizer is read-only: any number of
+ * threads may encode and decode with it at once. */
 kn_tokenizer *kn_tokenizer_load(const char *path);
 void kn_tokenizer_free(kn_tokenizer *t);   /* NULL is ignored */
 
@@ -38,7 +40,7 @@ bool kn_tokenizer_is_special(const kn_tokenizer *t, int32_t id);
 
 /* Encodes len bytes of UTF-8 text (invalid UTF-8 is KN_ERR_ARG). add_special runs the
  * post-processor (Llama's BOS), as encode(text, add_special_tokens=True) does. *ids is
- * malloc'd (free it), *n_ids its length. */
+ * malloc'd (free it, even when *n_ids is 0), *n_ids its length. */
 kn_status kn_tokenizer_encode(const kn_tokenizer *t, const char *text, size_t len, bool add_special, int32_t **ids,
                               size_t *n_ids);
 /* Decodes ids to malloc'd, NUL-terminated UTF-8 (*len bytes without the NUL) as
@@ -50,6 +52,8 @@ kn_status kn_tokenizer_decode(const kn_tokenizer *t, const int32_t *ids, size_t 
  * Bytes of a UTF-8 character split across tokens are held back until the character is whole,
  * so concatenating every piece equals kn_tokenizer_decode of all ids. */
 typedef struct kn_detokenizer kn_detokenizer;
+/* NULL with KN_ERR_UNSUPPORTED for a decoder that cannot stream (one stripping the end of the
+ * whole text: Strip with stop > 0 after Fuse); kn_tokenizer_decode still works there. */
 kn_detokenizer *kn_detokenizer_new(const kn_tokenizer *t, bool skip_special);
 /* The new text (possibly empty) after id; valid until the next call. NULL with an error for an
  * id out of range. */

@@ -61,7 +61,8 @@ typedef struct lm_load_options {
 
 /* dir holds config.json and the safetensors weights (see kiln/hf.h); o NULL: the CPU, as stored. */
 lm *lm_load(const char *dir, const lm_load_options *o);
-/* A model with seeded random weights (the current Philox seed) on the default device. */
+/* A model with seeded random weights (the current Philox seed) on the default device (GPT-2:
+ * f32 only; a file of another dtype loads as stored). */
 lm *lm_new(const lm_config *c, kn_dtype dtype);
 void lm_free(lm *m);
 const lm_config *lm_config_of(const lm *m);

@@ -16,6 +16,13 @@ static const struct {
 } tasks[] = {
     {"gpt2", train_gpt2_defaults, train_gpt2_run, "GPT-2 (Hugging Face layout) on a token file"},
     {"adder", train_adder_defaults, train_adder_run, "a small GPT that learns to add two 2-digit numbers"},
+    {"llama", train_lm_defaults, train_llama_run, "fine-tune a Llama model directory (--init DIR) on a token file"},
+    {"qwen2", train_lm_defaults, train_qwen2_run, "fine-tune a Qwen2 model directory (--init DIR) on a token file"},
+    {"qwen3", train_lm_defaults, train_qwen3_run, "fine-tune a Qwen3 model directory (--init DIR) on a token file"},
+    {"lm", train_lm_defaults, train_lm_run, "fine-tune any causal LM directory kiln loads (gpt2, llama, qwen2, qwen3)"},
+    {"dlrm", train_dlrm_defaults, train_dlrm_run, "DLRM on synthetic click logs (held-out AUC)"},
+    {"unet", train_unet_defaults, train_unet_run, "a DDPM UNet on synthetic images; samples written as PNG"},
+    {"mingpt", train_mingpt_defaults, train_mingpt_run, "a character-level GPT on a text file, with samples"},
 };
 
 /* Options every task starts from (AdamW as nanoGPT sets it). */

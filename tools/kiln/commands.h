@@ -7,5 +7,7 @@ int kiln_cmd_info(int argc, char **argv);
 int kiln_cmd_demo(int argc, char **argv);
 int kiln_cmd_train(int argc, char **argv);
 int kiln_cmd_cache(int argc, char **argv);
+int kiln_cmd_generate(int argc, char **argv);
+int kiln_cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -12,7 +12,9 @@ static const struct {
 } commands[] = {
     {"ops", kiln_cmd_ops, "the op table: op x backend x dtype coverage (--device D, --json)"},
     {"info", kiln_cmd_info, "build options, threads, BLAS, devices found"},
-    {"train", kiln_cmd_train, "train a model: kiln train gpt2|adder [options] (--help lists them)"},
+    {"generate", kiln_cmd_generate, "text from a Hugging Face model: kiln generate MODEL_DIR --prompt TEXT (--help)"},
+    {"train", kiln_cmd_train, "train a model: kiln train gpt2|adder|llama|qwen2|qwen3|lm [options] (--help lists them)"},
+    {"tokenize", kiln_cmd_tokenize, "a model's tokenizer.json: text lines -> JSON ids (--decode: back)"},
     {"cache", kiln_cmd_cache, "the compilation cache: kiln cache path | stats [--json] | clear"},
     {"demo", kiln_cmd_demo, "a tour of the runtime: modes, ops, errors, a meta-device trace"},
     {"help", NULL, "this text"},
@@ -22,7 +24,7 @@ static void usage(FILE *f) {
     fprintf(f, "kiln %s: a deep-learning runtime in C\n\nusage: kiln <command> [options]\n\ncommands:\n",
             kn_version());
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-6s %s\n", commands[i].name, commands[i].help);
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\nenvironment: KILN_MODE (strict|debug), KILN_DEVICE (cpu|meta), KILN_THREADS, KILN_SEED,\n"
                 "             KILN_CACHE_DIR, KILN_CACHE_MAX_MB, KILN_CACHE=0, KILN_CC\n");
 }

@@ -56,6 +56,7 @@ int train_gpt2_run(const train_options *o) {
     lo.B = o->batch;
     lo.T = o->seq;
     lo.vocab_size = cfg.vocab_size;
+    if (!train_token_format(o, cfg.vocab_size, &lo.format)) return 2;
     lo.shuffle = o->shuffle;
     lo.seed = o->seed;
     gpt2_task t = {.loader = kn_token_loader_open(o->data_path, &lo)};

@@ -120,6 +120,7 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
             rc = 1;
             break;
         }
+        if (job->losses) job->losses[step] = loss;
         double ms = now_ms() - t0, tok_s = job->tokens_per_micro * o->grad_accum / (ms / 1e3);
         if (log) {
             fprintf(log,

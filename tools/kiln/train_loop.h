@@ -20,6 +20,8 @@ typedef struct train_job {
     int64_t tokens_per_micro;
     /* Optional: called after a step with the 1-based count of steps done (evaluation). */
     kn_status (*after_step)(void *ctx, int64_t steps_done, bool last);
+    /* Optional: receives each step's loss at its step's index (o->steps entries). */
+    double *losses;
 } train_job;
 
 /* Runs o->steps steps (from the checkpoint in o->resume_dir, if given). 0 on success; on

@@ -17,7 +17,7 @@ static const struct option_def {
 } options[] = {
 #define F(field) offsetof(train_options, field)
     {"config", OPT_STR, F(config_path), "Hugging Face config.json of the model"},
-    {"init", OPT_STR, F(init_path), "initial weights (.safetensors); else seeded random init"},
+    {"init", OPT_STR, F(init_path), "initial weights (.safetensors; llama|qwen2|qwen3|lm: a model directory)"},
     {"n-layer", OPT_INT, F(n_layer), "layers (without --config)"},
     {"n-head", OPT_INT, F(n_head), "attention heads"},
     {"n-embd", OPT_INT, F(n_embd), "embedding width"},
@@ -25,6 +25,7 @@ static const struct option_def {
     {"block", OPT_INT, F(block), "context length (positions)"},
     {"dropout", OPT_F64, F(dropout), "dropout probability"},
     {"data", OPT_STR, F(data_path), "token file (nanoGPT uint16, or llm.c format)"},
+    {"tokens", OPT_STR, F(token_format), "token file format: auto | u16 | u32 | llmc (auto: u32 above 65536 ids)"},
     {"shuffle", OPT_FLAG, F(shuffle), "seeded shuffling of the training windows"},
     {"batch", OPT_I64, F(batch), "sequences per micro-batch (B)"},
     {"seq", OPT_I64, F(seq), "tokens per sequence (T)"},
@@ -49,6 +50,9 @@ static const struct option_def {
     {"quiet", OPT_FLAG, F(quiet), "no progress output"},
     {"eval-every", OPT_I64, F(eval_every), "steps between held-out evaluations (adder)"},
     {"eval-count", OPT_I64, F(eval_count), "held-out problems (adder)"},
+    {"samples", OPT_STR, F(samples_dir), "directory for the sampled images (unet)"},
+    {"num-samples", OPT_I64, F(num_samples), "images (unet) or characters (mingpt) to sample at the end"},
+    {"temperature", OPT_F64, F(temperature), "sampling temperature (mingpt)"},
     {"abort-after", OPT_I64, F(abort_after), "tests: exit abruptly after this many steps"},
 #undef F
 };
@@ -141,4 +145,23 @@ void train_options_usage(const char *task, const train_options *d) {
         }
         printf("  --%-13s %s%s%s%s\n", o->name, o->help, value[0] ? " [" : "", value, value[0] ? "]" : "");
     }
+}
+
+bool train_token_format(const train_options *o, int64_t vocab, kn_token_format *out) {
+    static const struct {
+        const char *name;
+        kn_token_format format;
+    } formats[] = {{"u16", KN_TOKENS_U16}, {"u32", KN_TOKENS_U32}, {"llmc", KN_TOKENS_LLMC}};
+    const char *name = o->token_format ? o->token_format : "auto";
+    if (strcmp(name, "auto") == 0) {
+        *out = vocab > 65536 ? KN_TOKENS_U32 : KN_TOKENS_AUTO;
+        return true;
+    }
+    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+        if (strcmp(name, formats[i].name) == 0) {
+            *out = formats[i].format;
+            return true;
+        }
+    fprintf(stderr, "kiln train: --tokens %s: not a token file format (auto, u16, u32, llmc)\n", name);
+    return false;
 }

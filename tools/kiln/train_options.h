@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <kiln/kiln.h>
+
 typedef struct train_options {
     /* model */
     const char *config_path, *init_path;
@@ -12,6 +14,7 @@ typedef struct train_options {
     double dropout;
     /* data */
     const char *data_path;
+    const char *token_format; /* auto | u16 | u32 | llmc */
     bool shuffle;
     int64_t batch, seq, steps;
     int grad_accum;
@@ -30,10 +33,17 @@ typedef struct train_options {
     bool quiet;
     /* evaluation (adder) */
     int64_t eval_every, eval_count;
+    /* examples (unet, mingpt) */
+    const char *samples_dir;
+    int64_t num_samples;
+    double temperature;
 } train_options;
 
 /* Sets o's fields from "--name value" pairs; prints what was wrong and returns false. */
 bool train_options_parse(train_options *o, int argc, char **argv);
 void train_options_usage(const char *task, const train_options *defaults);
+/* The token file format from --tokens; auto reads u16 or llm.c, or u32 when a vocabulary of
+ * vocab ids does not fit in 16 bits. Prints what was wrong and returns false. */
+bool train_token_format(const train_options *o, int64_t vocab, kn_token_format *out);
 
 #endif

@@ -1,0 +1,135 @@
+/* Decoding ids to text (the decoder chain, or tokens joined by spaces when there is none), and
+ * the streaming detokenizer, which holds text back while it ends in a partial character. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok_internal.h"
+
+kn_status kn_tokenizer_decode_into(const kn_tokenizer *t, const int32_t *ids, size_t n, bool skip_special,
+                                   bool at_start, kn_tok_buf *out) {
+    kn_tok_pieces tokens = {0}, scratch = {0};
+    kn_status st = KN_OK;
+    for (size_t i = 0; i < n && st == KN_OK; i++) {
+        if (ids[i] < 0 || ids[i] >= t->vocab_size) {
+            st = kn_set_error(KN_ERR_INDEX, "tokenizer decode: id %d at position %zu is out of range (%lld ids)",
+                              ids[i], i, (long long)t->vocab_size);
+            break;
+        }
+        if (skip_special && kn_tokenizer_is_special(t, ids[i])) continue;
+        const char *tok = kn_tokenizer_id_to_token(t, ids[i]);
+        if (!tok) continue; /* an id the vocabulary skips: the library drops it too */
+        if (!kn_tok_pieces_add_token(&tokens, tok, strlen(tok))) st = KN_ERR_OOM;
+    }
+    if (st == KN_OK && t->decoder) {
+        st = kn_decoder_apply(t->decoder, &tokens, &scratch, at_start, out);
+    } else if (st == KN_OK) {
+        for (size_t i = 0; i < tokens.n && st == KN_OK; i++)
+            if (((i > 0 || !at_start) && !kn_tok_buf_putc(out, ' ')) ||
+                !kn_tok_buf_put(out, tokens.text.p + tokens.spans[i].off, tokens.spans[i].len))
+                st = KN_ERR_OOM;
+    }
+    kn_tok_pieces_free(&tokens);
+    kn_tok_pieces_free(&scratch);
+    return st;
+}
+
+kn_status kn_tokenizer_decode(const kn_tokenizer *t, const int32_t *ids, size_t n_ids, bool skip_special, char **text,
+                              size_t *len) {
+    if (!t || (!ids && n_ids) || !text || !len) return kn_set_error(KN_ERR_NULL, "kn_tokenizer_decode: NULL argument");
+    kn_tok_buf out = {0};
+    kn_status st = kn_tokenizer_decode_into(t, ids, n_ids, skip_special, true, &out);
+    if (st == KN_OK && !kn_tok_buf_put(&out, "", 0)) st = KN_ERR_OOM; /* a NUL even for empty text */
+    if (st != KN_OK) {
+        kn_tok_buf_free(&out);
+        return st;
+    }
+    *text = out.p;
+    *len = out.n;
+    return KN_OK;
+}
+
+struct kn_detokenizer {
+    const kn_tokenizer *t;
+    bool skip_special;
+    bool at_start;     /* nothing has been emitted yet */
+    kn_tok_ids window; /* ids whose text is not out yet */
+    kn_tok_buf text;   /* the last piece returned */
+};
+
+kn_detokenizer *kn_detokenizer_new(const kn_tokenizer *t, bool skip_special) {
+    if (!t) {
+        kn_set_error(KN_ERR_NULL, "kn_detokenizer_new: tokenizer is NULL");
+        return NULL;
+    }
+    if (t->decoder && !kn_decoder_streamable(t->decoder)) {
+        kn_set_error(KN_ERR_UNSUPPORTED, "kn_detokenizer_new: the decoder strips the end of the whole text "
+                                         "(Strip with stop > 0 after Fuse), which cannot be streamed");
+        return NULL;
+    }
+    kn_detokenizer *d = calloc(1, sizeof *d);
+    if (!d) {
+        kn_set_error(KN_ERR_OOM, "kn_detokenizer_new: out of memory");
+        return NULL;
+    }
+    d->t = t;
+    d->skip_special = skip_special;
+    d->at_start = true;
+    return d;
+}
+
+static bool ends_in_replacement(const kn_tok_buf *b) { return b->n >= 3 && memcmp(b->p + b->n - 3, "\xEF\xBF\xBD", 3) == 0; }
+
+/* Whether the window ends in a byte token ("<0x82>"): ByteFallback decodes a run of them as a
+ * whole (one U+FFFD per byte when the run is not valid UTF-8, even for bytes that are valid
+ * alone), so the run's text is known only once a token of another kind ends it. */
+static bool ends_in_byte_token(const kn_detokenizer *d) {
+    if (!d->window.n) return false;
+    const char *tok = kn_tokenizer_id_to_token(d->t, d->window.v[d->window.n - 1]);
+    return tok && strlen(tok) == 6 && memcmp(tok, "<0x", 3) == 0 && tok[5] == '>';
+}
+
+/* Decodes the window; when final or when its text ends in a whole character, hands it out. */
+static const char *emit(kn_detokenizer *d, bool final, size_t *len) {
+    d->text.n = 0;
+    if (kn_tokenizer_decode_into(d->t, d->window.v, d->window.n, d->skip_special, d->at_start, &d->text) != KN_OK ||
+        !kn_tok_buf_put(&d->text, "", 0))
+        return NULL;
+    if (!final && (ends_in_replacement(&d->text) || ends_in_byte_token(d))) { /* more of it may be coming */
+        d->text.n = 0;
+        d->text.p[0] = '\0';
+    } else if (d->window.n > 0) {
+        d->window.n = 0;
+        d->at_start = false;
+    }
+    if (len) *len = d->text.n;
+    return d->text.p;
+}
+
+const char *kn_detokenizer_push(kn_detokenizer *d, int32_t id, size_t *len) {
+    if (!d) {
+        kn_set_error(KN_ERR_NULL, "kn_detokenizer_push: NULL detokenizer");
+        return NULL;
+    }
+    if (id < 0 || id >= d->t->vocab_size) {
+        kn_set_error(KN_ERR_INDEX, "kn_detokenizer_push: id %d is out of range (%lld ids)", id,
+                     (long long)d->t->vocab_size);
+        return NULL;
+    }
+    if (!(d->skip_special && kn_tokenizer_is_special(d->t, id)) && !kn_tok_ids_push(&d->window, id)) return NULL;
+    return emit(d, false, len);
+}
+
+const char *kn_detokenizer_flush(kn_detokenizer *d, size_t *len) {
+    if (!d) {
+        kn_set_error(KN_ERR_NULL, "kn_detokenizer_flush: NULL detokenizer");
+        return NULL;
+    }
+    return emit(d, true, len);
+}
+
+void kn_detokenizer_free(kn_detokenizer *d) {
+    if (!d) return;
+    free(d->window.v);
+    kn_tok_buf_free(&d->text);
+    free(d);
+}

@@ -1,0 +1,146 @@
+/* Loading a tokenizer.json: the file, its JSON, and each pipeline stage in turn. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tok_internal.h"
+
+/* The whole file, NUL-terminated; NULL with KN_ERR_IO naming it. */
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        kn_set_error(KN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *data = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            cap = cap ? cap * 2 : 1 << 20;
+            char *q = realloc(data, cap);
+            if (!q) {
+                free(data);
+                fclose(f);
+                kn_set_error(KN_ERR_OOM, "%s: out of memory reading it", path);
+                return NULL;
+            }
+            data = q;
+        }
+        size_t got = fread(data + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    bool failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(data);
+        kn_set_error(KN_ERR_IO, "%s: read error", path);
+        return NULL;
+    }
+    data[n] = '\0';
+    *len = n;
+    return data;
+}
+
+/* A component that may be null in the file: NULL j (or null) gives *out NULL and KN_OK. */
+#define LOAD_OPTIONAL(out, j, loader, ...)                                  \
+    do {                                                                    \
+        if ((j) && !cJSON_IsNull(j) && !((out) = loader((j), __VA_ARGS__))) \
+            goto fail;                                                      \
+    } while (0)
+
+kn_tokenizer *kn_tokenizer_load(const char *path) {
+    if (!path) {
+        kn_set_error(KN_ERR_NULL, "kn_tokenizer_load: path is NULL");
+        return NULL;
+    }
+    char file[4096];
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(file, sizeof file, "%s/tokenizer.json", path);
+    else
+        snprintf(file, sizeof file, "%s", path);
+    size_t len = 0;
+    char *text = read_all(file, &len);
+    if (!text) return NULL;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root || !cJSON_IsObject(root)) {
+        const char *at = cJSON_GetErrorPtr();
+        size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : 0;
+        kn_set_error(KN_ERR_IO, "%s: malformed JSON%s (near byte %zu)", file, root ? ": not an object" : "", off);
+        cJSON_Delete(root);
+        free(text);
+        return NULL;
+    }
+    free(text);
+    kn_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) {
+        kn_set_error(KN_ERR_OOM, "%s: out of memory", file);
+        cJSON_Delete(root);
+        return NULL;
+    }
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(root, "truncation");
+    if (trunc && !cJSON_IsNull(trunc)) {
+        kn_set_error(KN_ERR_IO, "%s: truncation is set; kiln's tokenizer does not truncate", file);
+        goto fail;
+    }
+    if (!cJSON_IsObject(model)) {
+        kn_set_error(KN_ERR_IO, "%s: no \"model\" object", file);
+        goto fail;
+    }
+    LOAD_OPTIONAL(t->normalizer, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), kn_normalizer_load, file);
+    LOAD_OPTIONAL(t->pre_tokenizer, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), kn_pre_tokenizer_load, file);
+    if (!(t->model = kn_bpe_load(model, file))) goto fail;
+    if (kn_added_vocab_load(&t->added, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), t->normalizer, file) != KN_OK)
+        goto fail;
+    t->vocab_size = kn_bpe_vocab_size(t->model);
+    for (size_t i = 0; i < t->added.n; i++)
+        if (t->added.tokens[i].id >= t->vocab_size) t->vocab_size = t->added.tokens[i].id + 1;
+    if (!(t->added_at = malloc((size_t)(t->vocab_size ? t->vocab_size : 1) * sizeof *t->added_at))) {
+        kn_set_error(KN_ERR_OOM, "%s: out of memory", file);
+        goto fail;
+    }
+    for (int64_t i = 0; i < t->vocab_size; i++) t->added_at[i] = -1;
+    for (size_t i = 0; i < t->added.n; i++) t->added_at[t->added.tokens[i].id] = (int32_t)i;
+    LOAD_OPTIONAL(t->post, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), kn_post_processor_load, t, file);
+    LOAD_OPTIONAL(t->decoder, cJSON_GetObjectItemCaseSensitive(root, "decoder"), kn_decoder_load, file);
+    cJSON_Delete(root);
+    return t;
+fail:
+    cJSON_Delete(root);
+    kn_tokenizer_free(t);
+    return NULL;
+}
+
+void kn_tokenizer_free(kn_tokenizer *t) {
+    if (!t) return;
+    kn_normalizer_free(t->normalizer);
+    kn_pre_tokenizer_free(t->pre_tokenizer);
+    kn_bpe_free(t->model);
+    kn_added_vocab_free(&t->added);
+    kn_post_processor_free(t->post);
+    kn_decoder_free(t->decoder);
+    free(t->added_at);
+    free(t);
+}
+
+int64_t kn_tokenizer_vocab_size(const kn_tokenizer *t) { return t ? t->vocab_size : 0; }
+
+int32_t kn_tokenizer_token_to_id(const kn_tokenizer *t, const char *token) {
+    if (!t || !token) return -1;
+    size_t n = strlen(token);
+    int32_t k = kn_tok_strmap_get(&t->added.by_content, token, n);
+    return k >= 0 ? t->added.tokens[k].id : kn_bpe_token_to_id(t->model, token, n);
+}
+
+const char *kn_tokenizer_id_to_token(const kn_tokenizer *t, int32_t id) {
+    if (!t || id < 0 || id >= t->vocab_size) return NULL;
+    return t->added_at[id] >= 0 ? t->added.tokens[t->added_at[id]].content : kn_bpe_id_to_token(t->model, id);
+}
+
+bool kn_tokenizer_is_special(const kn_tokenizer *t, int32_t id) {
+    return t && id >= 0 && id < t->vocab_size && t->added_at[id] >= 0 && t->added.tokens[t->added_at[id]].special;
+}

@@ -1,0 +1,219 @@
+/* `kiln train dlrm|unet|mingpt` end to end with tiny step counts: the lines they print, the
+ * files they write (PNG images that libpng reads back, the loss curve), and clear errors for
+ * bad input (a missing or non-UTF-8 text file, a samples directory that cannot be made or
+ * written) before any training, and a killed DLRM run resuming to the same result. */
+#define _GNU_SOURCE
+#include <png.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static const char *kiln;
+static char tmp[256], out_path[512];
+
+/* Runs kiln with args (NULL-terminated), stdout and stderr into out_path; the exit code. */
+static int run(const char *const *args) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        FILE *f = freopen(out_path, "w", stdout);
+        if (!f || dup2(fileno(stdout), 2) < 0) _exit(127);
+        const char *argv[64] = {kiln};
+        int n = 1;
+        for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(kiln, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
+    if (s) s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+static bool output_contains(const char *needle) {
+    char *s = slurp(out_path);
+    bool ok = s && strstr(s, needle);
+    free(s);
+    return ok;
+}
+
+static bool output_has(const char *needle) {
+    bool ok = output_contains(needle);
+    if (!ok) {
+        char *s = slurp(out_path);
+        fprintf(stderr, "  expected \"%s\" in the output:\n%s\n", needle, s ? s : "(none)");
+        free(s);
+    }
+    return ok;
+}
+
+/* The number after `label` in the output, NaN if absent. */
+static double output_number(const char *label) {
+    char *s = slurp(out_path), *at = s ? strstr(s, label) : NULL;
+    double v = at ? strtod(at + strlen(label), NULL) : NAN;
+    free(s);
+    return v;
+}
+
+static void write_file(const char *path, const char *text, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(text, 1, n, f) == n);
+    if (f) fclose(f);
+}
+
+static void test_dlrm_learns_a_held_out_auc(void) {
+    const char *args[] = {"train", "dlrm", "--steps", "60", "--eval-count", "4000", "--eval-every", "30", NULL};
+    CHECK(run(args) == 0);
+    CHECK(output_has("held-out after 30 steps: AUC"));
+    CHECK(output_has("generator (Bayes-optimal): AUC"));
+    double auc = output_number("held-out AUC "), bayes = output_number("generator (Bayes-optimal): AUC ");
+    CHECK_MSG(auc > 0.65 && auc < bayes, "held-out AUC %g after 60 steps (Bayes-optimal %g)", auc, bayes);
+    CHECK(output_number("log loss ") > 0);
+}
+
+/* A run killed after 10 steps and resumed prints what an uninterrupted run prints. */
+static void test_dlrm_resumes_exactly(void) {
+    char ck[320];
+    snprintf(ck, sizeof ck, "%s/dlrm-ck", tmp);
+    const char *whole[] = {"train", "dlrm", "--steps", "20", "--eval-every", "0", "--quiet", NULL};
+    CHECK(run(whole) == 0);
+    char *expected = slurp(out_path);
+    const char *killed[] = {"train", "dlrm", "--steps", "20", "--save", ck, "--save-every", "10", "--abort-after", "10", "--quiet", NULL};
+    CHECK(run(killed) == 137);
+    const char *resumed[] = {"train", "dlrm", "--steps", "20", "--eval-every", "0", "--quiet", "--resume", ck, NULL};
+    CHECK(run(resumed) == 0);
+    char *got = slurp(out_path);
+    CHECK(expected && got && strstr(expected, "held-out AUC") && strcmp(expected, got) == 0);
+    free(expected);
+    free(got);
+}
+
+static bool png_size(const char *path, int *w, int *h) {
+    png_image img = {.version = PNG_IMAGE_VERSION};
+    bool ok = png_image_begin_read_from_file(&img, path);
+    *w = (int)img.width, *h = (int)img.height;
+    png_image_free(&img);
+    return ok;
+}
+
+static void test_unet_writes_samples_and_loss_curve(void) {
+    char dir[320], path[400];
+    snprintf(dir, sizeof dir, "%s/samples", tmp);
+    const char *args[] = {"train", "unet", "--steps", "4", "--batch", "4", "--num-samples", "4", "--samples", dir, NULL};
+    CHECK(run(args) == 0);
+    CHECK(output_has("loss (mean of each tenth of the run):"));
+    CHECK(output_has("4 images sampled in 100 DDPM steps"));
+    int w = 0, h = 0;
+    snprintf(path, sizeof path, "%s/samples.png", dir);
+    CHECK(png_size(path, &w, &h) && w == 2 * 17 + 1 && h == 2 * 17 + 1); /* 2x2 grid of 16x16 */
+    snprintf(path, sizeof path, "%s/data.png", dir);
+    CHECK(png_size(path, &w, &h) && w == 8 * 17 + 1);
+    snprintf(path, sizeof path, "%s/loss.csv", dir);
+    char *csv = slurp(path);
+    CHECK(csv && strncmp(csv, "step,loss\n1,", 12) == 0 && strstr(csv, "\n4,"));
+    free(csv);
+}
+
+static void test_unet_refuses_a_directory_it_cannot_use(void) {
+    char file[320], dir[400];
+    snprintf(file, sizeof file, "%s/not-a-dir", tmp);
+    write_file(file, "x", 1);
+    snprintf(dir, sizeof dir, "%s/sub", file);
+    const char *args[] = {"train", "unet", "--steps", "2", "--samples", dir, NULL};
+    CHECK(run(args) == 1);
+    CHECK(output_has("cannot create the samples directory"));
+    CHECK(output_has("not-a-dir/sub"));
+    CHECK(!output_contains("step 1/")); /* refused before training */
+    /* A directory that exists but takes no files. */
+    const char *proc[] = {"train", "unet", "--steps", "2", "--samples", "/proc", NULL};
+    CHECK(run(proc) == 1);
+    CHECK(output_has("/proc/data.png"));
+}
+
+static void test_mingpt_trains_and_samples(void) {
+    char text[320];
+    snprintf(text, sizeof text, "%s/text.txt", tmp);
+    /* A small text with a pattern to learn, and one non-ASCII character. */
+    static char buf[8192];
+    size_t n = 0;
+    for (int i = 0; n + 64 < sizeof buf; i++) n += (size_t)snprintf(buf + n, sizeof buf - n, "the cat sat on mat %d. café\n", i % 10);
+    write_file(text, buf, n);
+    const char *args[] = {"train", "mingpt", "--data", text, "--steps", "20", "--n-layer", "1", "--n-head", "2",
+                          "--n-embd", "32", "--seq", "32", "--batch", "8", "--eval-every", "10", "--num-samples", "40", NULL};
+    CHECK(run(args) == 0);
+    CHECK(output_has("step 10: train loss"));
+    CHECK(output_has("step 20: train loss"));
+    CHECK(output_has("sample (temperature 0.8):"));
+    double train = output_number("step 20: train loss "), val = output_number("val loss ");
+    double vocab = output_number(" characters, ");
+    CHECK(vocab == 24); /* "the cat sat on mat. caf\n", ten digits and e-acute */
+    CHECK_MSG(train > 0 && train < log(vocab) - 0.5 && val > 0, "train loss %g, val loss %g (uniform over %g characters: %g)",
+              train, val, vocab, log(vocab));
+}
+
+static void test_mingpt_bad_text_files(void) {
+    char path[320];
+    snprintf(path, sizeof path, "%s/missing.txt", tmp);
+    const char *missing[] = {"train", "mingpt", "--data", path, "--steps", "1", NULL};
+    CHECK(run(missing) == 1);
+    CHECK(output_has("cannot read the text file"));
+    CHECK(output_has("missing.txt"));
+    snprintf(path, sizeof path, "%s/latin1.txt", tmp);
+    static char bad[4000];
+    memset(bad, 'a', sizeof bad);
+    bad[1234] = (char)0xE9; /* Latin-1 e-acute: not UTF-8 */
+    write_file(path, bad, sizeof bad);
+    const char *latin1[] = {"train", "mingpt", "--data", path, "--steps", "1", NULL};
+    CHECK(run(latin1) == 1);
+    CHECK(output_has("not UTF-8 text (bad byte 0xe9 at offset 1234)"));
+    snprintf(path, sizeof path, "%s/short.txt", tmp);
+    write_file(path, "too short", 9);
+    const char *short_text[] = {"train", "mingpt", "--data", path, "--steps", "1", NULL};
+    CHECK(run(short_text) == 1);
+    CHECK(output_has("too short"));
+}
+
+static void test_train_lists_the_tasks(void) {
+    const char *args[] = {"train", "--help", NULL};
+    CHECK(run(args) == 0);
+    CHECK(output_has("dlrm") && output_has("unet") && output_has("mingpt"));
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH_TO_KILN\n", argv[0]);
+        return 2;
+    }
+    kiln = argv[1];
+    snprintf(tmp, sizeof tmp, "/tmp/kiln_cli_zoo_XXXXXX");
+    if (!mkdtemp(tmp)) return 1;
+    snprintf(out_path, sizeof out_path, "%s/out.txt", tmp);
+    setenv("KILN_THREADS", "1", 1); /* tiny models: threads only add synchronization */
+    RUN(test_train_lists_the_tasks);
+    RUN(test_dlrm_learns_a_held_out_auc);
+    RUN(test_dlrm_resumes_exactly);
+    RUN(test_unet_writes_samples_and_loss_curve);
+    RUN(test_unet_refuses_a_directory_it_cannot_use);
+    RUN(test_mingpt_trains_and_samples);
+    RUN(test_mingpt_bad_text_files);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    return test_summary();
+}

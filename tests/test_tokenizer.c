@@ -1,0 +1,437 @@
+/* Tokenizers from tokenizer.json: ids and decodings identical to the Hugging Face `tokenizers`
+ * library's for small real tokenizers of each layout (tests/fixtures/make_tokenizer_fixtures.py),
+ * streaming decoding that never splits a character, and a clear error for each bad input. */
+#define _GNU_SOURCE /* mkdtemp */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define FIXTURES KILN_SOURCE_DIR "/tests/fixtures/tokenizers"
+
+static const char *kinds[] = {"gpt2", "llama3", "qwen2", "llama2", "llama2_metaspace"};
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
+    if (s) s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+static cJSON *expected_for(const char *kind) {
+    char path[512];
+    snprintf(path, sizeof path, FIXTURES "/%s/expected.json", kind);
+    char *s = slurp(path);
+    cJSON *j = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    CHECK_MSG(j != NULL, "cannot read %s", path);
+    return j;
+}
+
+static kn_tokenizer *load_kind(const char *kind) {
+    char path[512];
+    snprintf(path, sizeof path, FIXTURES "/%s", kind);
+    kn_tokenizer *t = kn_tokenizer_load(path);
+    CHECK_MSG(t != NULL, "%s: %s", kind, kn_last_error());
+    return t;
+}
+
+/* s[0..n) is well-formed UTF-8 that ends on a character boundary (a strict check of its own). */
+static bool utf8_whole(const char *str, size_t n) {
+    const unsigned char *s = (const unsigned char *)str;
+    for (size_t i = 0; i < n;) {
+        int k = s[i] < 0x80 ? 1 : s[i] >= 0xC2 && s[i] <= 0xDF ? 2 : s[i] >= 0xE0 && s[i] <= 0xEF ? 3
+                : s[i] >= 0xF0 && s[i] <= 0xF4 ? 4 : 0;
+        if (k == 0 || i + (size_t)k > n) return false;
+        for (int c = 1; c < k; c++)
+            if ((s[i + c] & 0xC0) != 0x80) return false;
+        i += (size_t)k;
+    }
+    return true;
+}
+
+/* ids[0..n) equal the JSON array want. */
+static bool same_ids(const int32_t *ids, size_t n, const cJSON *want) {
+    if ((size_t)cJSON_GetArraySize(want) != n) return false;
+    for (size_t i = 0; i < n; i++)
+        if (cJSON_GetArrayItem(want, (int)i)->valueint != ids[i]) return false;
+    return true;
+}
+
+static void print_ids(const char *what, const int32_t *ids, size_t n) {
+    fprintf(stderr, "  %s:", what);
+    for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
+    fprintf(stderr, "\n");
+}
+
+static int32_t *ids_of(const cJSON *arr, size_t *n) {
+    *n = (size_t)cJSON_GetArraySize(arr);
+    int32_t *v = malloc((*n + 1) * sizeof *v);
+    for (size_t i = 0; i < *n; i++) v[i] = cJSON_GetArrayItem(arr, (int)i)->valueint;
+    return v;
+}
+
+static void test_encode_matches_the_library_for_every_kind_and_text(void) {
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        kn_tokenizer *t = load_kind(kinds[k]);
+        cJSON *exp = expected_for(kinds[k]);
+        if (!t || !exp) continue;
+        CHECK_MSG(kn_tokenizer_vocab_size(t) == cJSON_GetObjectItem(exp, "vocab_size")->valueint, "%s: vocab size %lld",
+                  kinds[k], (long long)kn_tokenizer_vocab_size(t));
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(exp, "cases")) {
+            const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+            for (int special = 0; special < 2; special++) {
+                const cJSON *want = cJSON_GetObjectItem(c, special ? "ids" : "ids_no_special");
+                int32_t *ids = NULL;
+                size_t n = 0;
+                kn_status st = kn_tokenizer_encode(t, text, strlen(text), special, &ids, &n);
+                CHECK_MSG(st == KN_OK && same_ids(ids, n, want), "%s: encode(\"%s\", add_special=%d) differs", kinds[k],
+                          text, special);
+                if (st == KN_OK && !same_ids(ids, n, want)) {
+                    print_ids("kiln", ids, n);
+                    char *w = cJSON_PrintUnformatted(want);
+                    fprintf(stderr, "  want: %s\n", w);
+                    free(w);
+                }
+                free(ids);
+            }
+        }
+        cJSON_Delete(exp);
+        kn_tokenizer_free(t);
+    }
+}
+
+static void check_decode(const kn_tokenizer *t, const char *kind, const cJSON *c) {
+    size_t n;
+    int32_t *ids = ids_of(cJSON_GetObjectItem(c, "ids"), &n);
+    for (int skip = 0; skip < 2; skip++) {
+        const char *want = cJSON_GetObjectItem(c, skip ? "decoded_skip_special" : "decoded")->valuestring;
+        char *text = NULL;
+        size_t len = 0;
+        kn_status st = kn_tokenizer_decode(t, ids, n, skip, &text, &len);
+        CHECK_MSG(st == KN_OK && len == strlen(want) && memcmp(text, want, len) == 0,
+                  "%s: decode(skip_special=%d) gave \"%s\", want \"%s\"", kind, skip, st == KN_OK ? text : kn_last_error(),
+                  want);
+        free(text);
+    }
+    free(ids);
+}
+
+static void test_decode_matches_the_library(void) {
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        kn_tokenizer *t = load_kind(kinds[k]);
+        cJSON *exp = expected_for(kinds[k]);
+        if (!t || !exp) continue;
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(exp, "cases")) check_decode(t, kinds[k], c);
+        /* Arbitrary ids: broken UTF-8 becomes U+FFFD exactly where the library puts it. */
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(exp, "decodes")) check_decode(t, kinds[k], c);
+        cJSON_Delete(exp);
+        kn_tokenizer_free(t);
+    }
+}
+
+/* Pushing ids one at a time: the pieces concatenate to decode's text and each is whole UTF-8. */
+static void test_streaming_pieces_concatenate_to_the_decode(void) {
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        kn_tokenizer *t = load_kind(kinds[k]);
+        cJSON *exp = expected_for(kinds[k]);
+        if (!t || !exp) continue;
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(exp, "cases")) {
+            size_t n;
+            int32_t *ids = ids_of(cJSON_GetObjectItem(c, "ids"), &n);
+            for (int skip = 0; skip < 2; skip++) {
+                const char *want = cJSON_GetObjectItem(c, skip ? "decoded_skip_special" : "decoded")->valuestring;
+                kn_detokenizer *d = kn_detokenizer_new(t, skip);
+                char *all = calloc(strlen(want) * 2 + 64, 1);
+                size_t used = 0;
+                bool whole = true;
+                for (size_t i = 0; i <= n && d; i++) {
+                    size_t len = 0;
+                    const char *piece = i < n ? kn_detokenizer_push(d, ids[i], &len) : kn_detokenizer_flush(d, &len);
+                    CHECK(piece != NULL);
+                    if (!piece || used + len > strlen(want) * 2 + 32) break;
+                    /* Each piece on its own is valid UTF-8: no character is split across pieces. */
+                    whole = whole && utf8_whole(piece, len);
+                    memcpy(all + used, piece, len);
+                    used += len;
+                }
+                CHECK_MSG(used == strlen(want) && memcmp(all, want, used) == 0, "%s: streamed \"%s\", want \"%s\"",
+                          kinds[k], all, want);
+                CHECK_MSG(whole, "%s: a streamed piece of \"%s\" splits a character", kinds[k], want);
+                free(all);
+                kn_detokenizer_free(d);
+            }
+            free(ids);
+        }
+        cJSON_Delete(exp);
+        kn_tokenizer_free(t);
+    }
+}
+
+/* Every vocabulary entry and added token of the file maps both ways. */
+static void test_token_to_id_and_id_to_token_follow_the_file(void) {
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        kn_tokenizer *t = load_kind(kinds[k]);
+        char path[512];
+        snprintf(path, sizeof path, FIXTURES "/%s/tokenizer.json", kinds[k]);
+        char *s = slurp(path);
+        cJSON *j = s ? cJSON_Parse(s) : NULL;
+        free(s);
+        if (!t || !j) {
+            CHECK(j != NULL);
+            kn_tokenizer_free(t);
+            continue;
+        }
+        const cJSON *it;
+        int bad = 0;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(cJSON_GetObjectItem(j, "model"), "vocab")) {
+            const char *back = kn_tokenizer_id_to_token(t, it->valueint);
+            bad += kn_tokenizer_token_to_id(t, it->string) != it->valueint || !back || strcmp(back, it->string) != 0;
+        }
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(j, "added_tokens")) {
+            int id = cJSON_GetObjectItem(it, "id")->valueint;
+            const char *content = cJSON_GetObjectItem(it, "content")->valuestring;
+            bad += kn_tokenizer_token_to_id(t, content) != id || strcmp(kn_tokenizer_id_to_token(t, id), content) != 0;
+            bad += kn_tokenizer_is_special(t, id) != cJSON_IsTrue(cJSON_GetObjectItem(it, "special"));
+        }
+        CHECK_MSG(bad == 0, "%s: %d vocabulary entries do not map both ways", kinds[k], bad);
+        CHECK(kn_tokenizer_token_to_id(t, "no such token \x01") == -1);
+        CHECK(kn_tokenizer_id_to_token(t, (int32_t)kn_tokenizer_vocab_size(t)) == NULL);
+        CHECK(kn_tokenizer_id_to_token(t, -1) == NULL);
+        /* The library's token strings for the encoded ids. */
+        cJSON *exp = expected_for(kinds[k]);
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(exp, "cases")) {
+            const cJSON *ids = cJSON_GetObjectItem(c, "ids"), *tokens = cJSON_GetObjectItem(c, "tokens");
+            for (int i = 0; i < cJSON_GetArraySize(ids); i++) {
+                const char *tok = kn_tokenizer_id_to_token(t, cJSON_GetArrayItem(ids, i)->valueint);
+                CHECK(tok && strcmp(tok, cJSON_GetArrayItem(tokens, i)->valuestring) == 0);
+            }
+        }
+        cJSON_Delete(exp);
+        cJSON_Delete(j);
+        kn_tokenizer_free(t);
+    }
+}
+
+static char tmp_dir[64];
+
+/* Writes json to a file in the test's directory and loads it. */
+static kn_tokenizer *load_text(const char *name, const char *json) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+    FILE *f = fopen(path, "wb");
+    fputs(json, f);
+    fclose(f);
+    return kn_tokenizer_load(path);
+}
+
+#define BPE_AB "{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[[\"a\",\"b\"]]}"
+
+static void test_bad_files_give_errors_naming_the_problem(void) {
+    CHECK_ERROR(kn_tokenizer_load("/nonexistent/kiln/model") != NULL, KN_ERR_IO, "cannot open");
+    CHECK_ERROR(kn_tokenizer_load(tmp_dir) != NULL, KN_ERR_IO, "tokenizer.json: cannot open");
+    CHECK_ERROR(load_text("truncated.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\"") != NULL, KN_ERR_IO,
+                "truncated.json: malformed JSON");
+    CHECK_ERROR(load_text("nomodel.json", "{\"normalizer\": null}") != NULL, KN_ERR_IO, "no \"model\"");
+    CHECK_ERROR(load_text("unigram.json", "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}") != NULL, KN_ERR_IO,
+                "model type \"Unigram\" is not supported");
+    CHECK_ERROR(load_text("merge.json", "{\"model\": {\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},"
+                                        "\"merges\":[[\"a\",\"zz\"]]}}") != NULL,
+                KN_ERR_IO, "model.merges[0]: token \"zz\" is not in the vocabulary");
+    CHECK_ERROR(load_text("merged.json", "{\"model\": {\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},"
+                                         "\"merges\":[\"a b\"]}}") != NULL,
+                KN_ERR_IO, "the merged token \"ab\" is not in the vocabulary");
+    CHECK_ERROR(load_text("pair.json", "{\"model\": {\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[[\"a\"]]}}") != NULL,
+                KN_ERR_IO, "model.merges[0]: not a pair of tokens");
+    CHECK_ERROR(load_text("vocab.json", "{\"model\": {\"type\":\"BPE\",\"vocab\":{\"a\":-3},\"merges\":[]}}") != NULL,
+                KN_ERR_IO, "model.vocab[\"a\"]: id is not an integer in [0, ");
+    CHECK_ERROR(load_text("huge.json", "{\"model\": {\"type\":\"BPE\",\"vocab\":{\"a\":2000000000},\"merges\":[]}}") != NULL,
+                KN_ERR_IO, "model.vocab[\"a\"]: id is not an integer in [0, ");
+    CHECK_ERROR(load_text("unk.json", "{\"model\": {\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"vocab\":{\"a\":0},"
+                                      "\"merges\":[]}}") != NULL,
+                KN_ERR_IO, "unk_token \"<unk>\" is not in the vocabulary");
+    CHECK_ERROR(load_text("norm.json", "{\"normalizer\": {\"type\": \"Precompiled\"}, \"model\": " BPE_AB "}") != NULL,
+                KN_ERR_IO, "normalizer type \"Precompiled\" is not supported");
+    CHECK_ERROR(load_text("pre.json", "{\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, \"model\": " BPE_AB "}") != NULL,
+                KN_ERR_IO, "pre_tokenizer type \"BertPreTokenizer\" is not supported");
+    CHECK_ERROR(load_text("dec.json", "{\"decoder\": {\"type\": \"WordPiece\"}, \"model\": " BPE_AB "}") != NULL,
+                KN_ERR_IO, "decoder type \"WordPiece\" is not supported");
+    CHECK_ERROR(load_text("post.json", "{\"post_processor\": {\"type\": \"Mystery\"}, \"model\": " BPE_AB "}") != NULL,
+                KN_ERR_IO, "post_processor type \"Mystery\" is not supported");
+    CHECK_ERROR(load_text("regex.json", "{\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a\"},"
+                                        "\"behavior\": \"Isolated\"}, \"model\": " BPE_AB "}") != NULL,
+                KN_ERR_IO, "does not compile");
+    CHECK_ERROR(load_text("added.json", "{\"added_tokens\": [{\"id\": 5}], \"model\": " BPE_AB "}") != NULL, KN_ERR_IO,
+                "added_tokens[0]");
+    /* A well-formed minimal file loads and works. */
+    kn_tokenizer *t = load_text("ok.json", "{\"model\": " BPE_AB "}");
+    CHECK(t != NULL);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK(t && kn_tokenizer_encode(t, "abba", 4, true, &ids, &n) == KN_OK && n == 3 && ids[0] == 2 && ids[1] == 1 &&
+          ids[2] == 0);
+    free(ids);
+    kn_tokenizer_free(t);
+}
+
+static void test_bad_text_and_ids_give_errors(void) {
+    kn_tokenizer *t = load_kind("gpt2");
+    if (!t) return;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK_ERROR(kn_tokenizer_encode(t, "ab\xC3(", 4, false, &ids, &n) == KN_OK, KN_ERR_ARG, "not valid UTF-8 (byte 2)");
+    CHECK_ERROR(kn_tokenizer_encode(t, "\xED\xA0\x80", 3, false, &ids, &n) == KN_OK, KN_ERR_ARG, "not valid UTF-8");
+    int32_t bad[] = {5, 512};
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_ERROR(kn_tokenizer_decode(t, bad, 2, false, &text, &len) == KN_OK, KN_ERR_INDEX, "id 512 at position 1 is out of range");
+    bad[1] = -1;
+    CHECK_ERROR(kn_tokenizer_decode(t, bad, 2, false, &text, &len) == KN_OK, KN_ERR_INDEX, "out of range");
+    kn_detokenizer *d = kn_detokenizer_new(t, false);
+    CHECK_ERROR(kn_detokenizer_push(d, 100000, &len) != NULL, KN_ERR_INDEX, "id 100000 is out of range");
+    kn_detokenizer_free(d);
+    /* An empty text encodes to nothing, and nothing decodes to "". */
+    CHECK(kn_tokenizer_encode(t, "", 0, true, &ids, &n) == KN_OK && n == 0);
+    free(ids);
+    CHECK(kn_tokenizer_decode(t, NULL, 0, false, &text, &len) == KN_OK && len == 0 && text[0] == '\0');
+    free(text);
+    kn_tokenizer_free(t);
+}
+
+/* Decodes ids through the detokenizer, one at a time, into a malloc'd string; NULL if refused. */
+static char *stream_all(const kn_tokenizer *t, const int32_t *ids, size_t n, bool skip, bool *whole) {
+    kn_detokenizer *d = kn_detokenizer_new(t, skip);
+    if (!d) return NULL;
+    size_t used = 0, cap = 64;
+    char *all = malloc(cap);
+    *whole = true;
+    for (size_t i = 0; i <= n; i++) {
+        size_t len = 0;
+        const char *piece = i < n ? kn_detokenizer_push(d, ids[i], &len) : kn_detokenizer_flush(d, &len);
+        if (!piece) break;
+        *whole = *whole && utf8_whole(piece, len);
+        while (used + len + 1 > cap) all = realloc(all, cap *= 2);
+        memcpy(all + used, piece, len);
+        used += len;
+    }
+    all[used] = '\0';
+    kn_detokenizer_free(d);
+    return all;
+}
+
+/* Arbitrary ids through every decoder (byte-level, byte fallback): partial and invalid UTF-8 across tokens, held back
+ * while a character may still complete; the pieces still concatenate to the library's decode. */
+static void test_streaming_arbitrary_byte_level_ids(void) {
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        kn_tokenizer *t = load_kind(kinds[k]);
+        cJSON *exp = expected_for(kinds[k]);
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(exp, "decodes")) {
+            if (!t) break;
+            size_t n;
+            int32_t *ids = ids_of(cJSON_GetObjectItem(c, "ids"), &n);
+            for (int skip = 0; skip < 2; skip++) {
+                const char *want = cJSON_GetObjectItem(c, skip ? "decoded_skip_special" : "decoded")->valuestring;
+                bool whole = true;
+                char *got = stream_all(t, ids, n, skip, &whole);
+                CHECK_MSG(got && strcmp(got, want) == 0 && whole, "%s: streamed \"%s\", want \"%s\"", kinds[k],
+                          got ? got : kn_last_error(), want);
+                free(got);
+            }
+            free(ids);
+        }
+        cJSON_Delete(exp);
+        kn_tokenizer_free(t);
+    }
+}
+
+/* Other components (Split behaviors, Metaspace options, normalizers, decoders) swapped into
+ * the fixture files give the library's ids and text (tests/fixtures/tokenizers/variants.json). */
+static void test_component_variants_match_the_library(void) {
+    char *s = slurp(FIXTURES "/variants.json");
+    cJSON *variants = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    CHECK(variants != NULL);
+    const cJSON *v;
+    int index = 0;
+    cJSON_ArrayForEach(v, variants) {
+        const char *base = cJSON_GetObjectItem(v, "base")->valuestring, *key = cJSON_GetObjectItem(v, "key")->valuestring;
+        char path[512];
+        snprintf(path, sizeof path, FIXTURES "/%s/tokenizer.json", base);
+        char *text = slurp(path);
+        cJSON *j = cJSON_Parse(text);
+        free(text);
+        cJSON_ReplaceItemInObject(j, key, cJSON_Duplicate(cJSON_GetObjectItem(v, "component"), true));
+        char *json = cJSON_PrintUnformatted(j), *what = cJSON_PrintUnformatted(cJSON_GetObjectItem(v, "component"));
+        char name[64];
+        snprintf(name, sizeof name, "variant%d.json", index++);
+        kn_tokenizer *t = load_text(name, json);
+        CHECK_MSG(t != NULL, "%s %s: %s", base, what, kn_last_error());
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(v, "cases")) {
+            if (!t) break;
+            const char *in = cJSON_GetObjectItem(c, "text")->valuestring;
+            int32_t *ids = NULL;
+            size_t n = 0;
+            CHECK_MSG(kn_tokenizer_encode(t, in, strlen(in), true, &ids, &n) == KN_OK &&
+                          same_ids(ids, n, cJSON_GetObjectItem(c, "ids")),
+                      "%s %s: encode(\"%s\") differs", base, what, in);
+            free(ids);
+            ids = ids_of(cJSON_GetObjectItem(c, "ids"), &n);
+            for (int skip = 0; skip < 2; skip++) {
+                const cJSON *want = cJSON_GetObjectItem(c, skip ? "decoded_skip_special" : "decoded");
+                if (!cJSON_IsString(want)) continue; /* the library panics on this one */
+                char *got = NULL;
+                size_t len = 0;
+                CHECK_MSG(kn_tokenizer_decode(t, ids, n, skip, &got, &len) == KN_OK && strcmp(got, want->valuestring) == 0,
+                          "%s %s: decode of \"%s\" gave \"%s\", want \"%s\"", base, what, in, got ? got : "", want->valuestring);
+                free(got);
+                bool whole = true;
+                char *streamed = stream_all(t, ids, n, skip, &whole);
+                if (!streamed) { /* only a decoder that strips the end of fused text may refuse */
+                    CHECK_MSG(kn_last_status() == KN_ERR_UNSUPPORTED && strstr(what, "\"stop\":1"),
+                              "%s %s: detokenizer refused: %s", base, what, kn_last_error());
+                    continue;
+                }
+                CHECK_MSG(strcmp(streamed, want->valuestring) == 0 && whole, "%s %s: streamed \"%s\", want \"%s\"", base,
+                          what, streamed, want->valuestring);
+                free(streamed);
+            }
+            free(ids);
+        }
+        kn_tokenizer_free(t);
+        free(json);
+        free(what);
+        cJSON_Delete(j);
+    }
+    cJSON_Delete(variants);
+}
+
+int main(void) {
+    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/kiln_tok_XXXXXX");
+    if (!mkdtemp(tmp_dir)) return 1;
+    RUN(test_encode_matches_the_library_for_every_kind_and_text);
+    RUN(test_decode_matches_the_library);
+    RUN(test_streaming_pieces_concatenate_to_the_decode);
+    RUN(test_token_to_id_and_id_to_token_follow_the_file);
+    RUN(test_streaming_arbitrary_byte_level_ids);
+    RUN(test_component_variants_match_the_library);
+    RUN(test_bad_files_give_errors_naming_the_problem);
+    RUN(test_bad_text_and_ids_give_errors);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_dir);
+    return test_summary();
+}
