@@ -16,6 +16,8 @@ static const struct {
 } tasks[] = {
     {"gpt2", train_gpt2_defaults, train_gpt2_run, "GPT-2 (Hugging Face layout) on a token file"},
     {"adder", train_adder_defaults, train_adder_run, "a small GPT that learns to add two 2-digit numbers"},
+    {"resnet18", train_resnet18_defaults, train_resnet18_run, "torchvision's ResNet-18 on synthetic shapes (accuracy)"},
+    {"resnet50", train_resnet50_defaults, train_resnet50_run, "torchvision's ResNet-50 on synthetic shapes (accuracy)"},
 };
 
 /* Options every task starts from (AdamW as nanoGPT sets it). */

@@ -49,6 +49,7 @@ static const struct option_def {
     {"quiet", OPT_FLAG, F(quiet), "no progress output"},
     {"eval-every", OPT_I64, F(eval_every), "steps between held-out evaluations (adder)"},
     {"eval-count", OPT_I64, F(eval_count), "held-out problems (adder)"},
+    {"image-size", OPT_INT, F(image_size), "image height and width (resnet)"},
     {"abort-after", OPT_I64, F(abort_after), "tests: exit abruptly after this many steps"},
 #undef F
 };

@@ -30,6 +30,8 @@ typedef struct train_options {
     bool quiet;
     /* evaluation (adder) */
     int64_t eval_every, eval_count;
+    /* images (resnet) */
+    int image_size;
 } train_options;
 
 /* Sets o's fields from "--name value" pairs; prints what was wrong and returns false. */

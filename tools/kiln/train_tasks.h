@@ -8,6 +8,10 @@ void train_gpt2_defaults(train_options *o);
 int train_gpt2_run(const train_options *o);
 void train_adder_defaults(train_options *o);
 int train_adder_run(const train_options *o);
+void train_resnet18_defaults(train_options *o);
+int train_resnet18_run(const train_options *o);
+void train_resnet50_defaults(train_options *o);
+int train_resnet50_run(const train_options *o);
 
 /* The GPT-2 shape from --config, else the size flags over GPT-2 small's. */
 struct gpt2_config;
