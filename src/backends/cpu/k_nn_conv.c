@@ -2,9 +2,10 @@
  * (1x1 stride-1 unpadded convolutions use the input itself), conv_transpose2d multiplies the
  * transposed weights by the input and scatters the columns back (col2im). Ungrouped
  * convolutions whose column matrix for the whole batch fits in BATCHED_COLUMNS elements make
- * one GEMM over all images (columns [K, N*OH*OW]) on threaded BLAS: per image, the small
- * outputs of a network's deep layers (OH*OW of 1..64) would make each product a
- * matrix-vector-like one that re-reads the weights per image. Otherwise many (image, group)
+ * one GEMM over all images (columns [K, N*OH*OW]), its columns split among the OpenMP threads
+ * on single-threaded BLAS: per image, the small outputs of a network's deep layers (OH*OW of
+ * 1..64) would make each product a matrix-vector-like one that re-reads the weights per image,
+ * and OpenBLAS's own threads would compete with OpenMP's spinning ones. Otherwise many (image, group)
  * products run in parallel on single-threaded BLAS; few run one by one on threaded BLAS.
  * 16-bit floats are widened to f32. */
 #include <cblas.h>
@@ -86,13 +87,29 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
                 memcpy(dst + (to_rows ? row : image), src + (to_rows ? image : row), sizeof(T) * (size_t)P); \
             }                                                                                         \
     }                                                                                                 \
+    /* C [M, Nc] = op(A) op(B), its columns split among the OpenMP threads in multiples of 16,        \
+     * each thread on single-threaded BLAS. */                                                        \
+    static void gemm_columns_##T(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t Nc, int64_t Kd,\
+                                 const T *A, int64_t lda, const T *B, int64_t ldb, T *C, int64_t ldc) {\
+        int threads = kn_cpu_threads_for(M * Nc * Kd / 16), saved = openblas_get_num_threads();       \
+        int64_t chunk = ((Nc + threads - 1) / threads + 15) / 16 * 16;                                \
+        openblas_set_num_threads(1);                                                                  \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)")                             \
+        for (int t = 0; t < threads; t++) {                                                           \
+            int64_t j0 = t * chunk, j1 = j0 + chunk < Nc ? j0 + chunk : Nc;                           \
+            if (j1 > j0)                                                                              \
+                gemm(CblasRowMajor, ta, tb, (int)M, (int)(j1 - j0), (int)Kd, 1, A, (int)lda,          \
+                     B + j0 * (tb == CblasNoTrans ? 1 : ldb), (int)ldb, 0, C + j0, (int)ldc);         \
+        }                                                                                             \
+        openblas_set_num_threads(saved);                                                              \
+    }                                                                                                 \
     /* Every image's columns side by side: col [Cg*KH*KW, N*OH*OW]. */                              \
     static void im2col_all_##T(const conv_geom *g, const T *x, T *col) {                             \
         int64_t OHW = g->OH * g->OW, cols = g->N * OHW;                                               \
         _Pragma("omp parallel for num_threads(kn_cpu_threads_for(g->Cg * g->KH * g->KW * cols))")    \
         for (int64_t n = 0; n < g->N; n++) im2col_##T(g, x + n * g->Cg * g->H * g->W, col + n * OHW, cols); \
     }                                                                                                 \
-    /* An ungrouped convolution of the whole batch as one GEMM on threaded BLAS. */                 \
+    /* An ungrouped convolution of the whole batch as one GEMM. */                 \
     static bool conv_batched_##T(const conv_geom *g, const T *x, const T *w, T *y, bool transposed) { \
         int64_t N = g->N, OHW = g->OH * g->OW, HW = g->H * g->W, K = g->Cg * g->KH * g->KW;          \
         int64_t Kc = g->Coutg * g->KH * g->KW, cols = N * (transposed ? HW : OHW);                   \
@@ -100,13 +117,11 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
         T *b = malloc(sizeof(T) * (size_t)((transposed ? Kc : g->Coutg) * cols));                    \
         if (a && b && !transposed) {                                                                  \
             im2col_all_##T(g, x, a);                                                                  \
-            gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->Coutg, (int)cols, (int)K, 1, w, (int)K, a, \
-                 (int)cols, 0, b, (int)cols);                                                         \
+            gemm_columns_##T(CblasNoTrans, CblasNoTrans, g->Coutg, cols, K, w, K, a, cols, b, cols);  \
             regroup_##T(y, b, N, g->Coutg, OHW, false);                                                 \
         } else if (a && b) {                                                                          \
             regroup_##T(a, x, N, g->Cg, HW, true);                                                     \
-            gemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Kc, (int)cols, (int)g->Cg, 1, w, (int)Kc, a, \
-                 (int)cols, 0, b, (int)cols);                                                         \
+            gemm_columns_##T(CblasTrans, CblasNoTrans, Kc, cols, g->Cg, w, Kc, a, cols, b, cols);     \
             memset(y, 0, sizeof(T) * (size_t)(N * g->Coutg * OHW));                                   \
             _Pragma("omp parallel for num_threads(kn_cpu_threads_for(Kc * cols))")                    \
             for (int64_t n = 0; n < N; n++) col2im_##T(g, b + n * HW, y + n * g->Coutg * OHW, cols);  \
@@ -122,8 +137,7 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
         if (col && gyr) {                                                                             \
             im2col_all_##T(g, x, col);                                                                \
             regroup_##T(gyr, gy, g->N, g->Coutg, OHW, true);                                           \
-            gemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->Coutg, (int)K, (int)cols, 1, gyr, (int)cols, \
-                 col, (int)cols, 0, dw, (int)K);                                                      \
+            gemm_columns_##T(CblasNoTrans, CblasTrans, g->Coutg, K, cols, gyr, cols, col, cols, dw, K);\
         }                                                                                             \
         free(col);                                                                                    \
         free(gyr);                                                                                    \
@@ -151,13 +165,7 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
              direct ? x : scratch, (int)OHW, 0, y, (int)OHW);                                         \
     }                                                                                                 \
     static bool conv_all_##T(const conv_geom *g, const T *x, const T *w, T *y, bool transposed) {     \
-        if (use_batched_##T(g, transposed)) {                                                         \
-            int saved = openblas_get_num_threads();                                                   \
-            openblas_set_num_threads(kn_get_num_threads());                                           \
-            bool ok = conv_batched_##T(g, x, w, y, transposed);                                       \
-            openblas_set_num_threads(saved);                                                          \
-            return ok;                                                                                \
-        }                                                                                             \
+        if (use_batched_##T(g, transposed)) return conv_batched_##T(g, x, w, y, transposed);          \
         int64_t jobs = g->N * g->G, OHW = g->OH * g->OW, HW = g->H * g->W;                            \
         int64_t col = transposed ? g->Coutg * g->KH * g->KW * HW : g->Cg * g->KH * g->KW * OHW;       \
         int64_t x_step = g->Cg * HW, y_step = g->Coutg * OHW, w_step = g->Coutg * g->Cg * g->KH * g->KW; \
@@ -179,13 +187,7 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
     /* conv2d's weight gradient: dw[g] = sum over images of gy[n, g] im2col(x[n, g])^T, in        \
      * per-thread partial sums (slot 0 is dw itself) when images run in parallel. */                \
     static bool conv_weight_grad_##T(const conv_geom *g, const T *gy, const T *x, T *dw) {            \
-        if (use_batched_##T(g, false)) {                                                              \
-            int saved = openblas_get_num_threads();                                                   \
-            openblas_set_num_threads(kn_get_num_threads());                                           \
-            bool ok = conv_weight_grad_batched_##T(g, gy, x, dw);                                     \
-            openblas_set_num_threads(saved);                                                          \
-            return ok;                                                                                \
-        }                                                                                             \
+        if (use_batched_##T(g, false)) return conv_weight_grad_batched_##T(g, gy, x, dw);             \
         int64_t jobs = g->N * g->G, OHW = g->OH * g->OW, HW = g->H * g->W, K = g->Cg * g->KH * g->KW; \
         int64_t wsize = g->G * g->Coutg * K;                                                          \
         double flops = 2.0 * (double)jobs * (double)(g->Coutg * K) * (double)OHW;                    \
