@@ -4,6 +4,8 @@
 
 #include "kiln/dtype.h"
 #include "kiln/io.h"
+#include "kiln/hf.h"
+#include "kiln/tokenizer.h"
 #include "kiln/ops.h"
 #include "kiln/optable.h"
 #include "kiln/runtime.h"

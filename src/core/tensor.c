@@ -27,6 +27,8 @@ kn_storage *kn_storage_new(const char *op, kn_device device, size_t bytes) {
     s->bytes = bytes;
     s->data = NULL;
     s->block = NULL;
+    s->release = NULL;
+    s->release_ctx = NULL;
     atomic_init(&s->version, 0);
     if (b->alloc(device.index, bytes, &s->data, &s->block) != KN_OK) {
         kn_recycler_put(&storage_headers, s);
@@ -36,13 +38,33 @@ kn_storage *kn_storage_new(const char *op, kn_device device, size_t bytes) {
     return s;
 }
 
+kn_storage *kn_storage_external(kn_device device, void *data, size_t bytes, void (*release)(void *ctx), void *ctx) {
+    kn_backend *b = kn_backend_get(device);
+    kn_storage *s = b ? kn_recycler_get(&storage_headers) : NULL;
+    if (!s) {
+        release(ctx);
+        return b ? kn_error_null(KN_ERR_OOM, "out of host memory for a storage header") : NULL;
+    }
+    atomic_init(&s->refs, 1);
+    s->device = device;
+    s->backend = b;
+    s->bytes = bytes;
+    s->data = data;
+    s->block = NULL;
+    s->release = release;
+    s->release_ctx = ctx;
+    atomic_init(&s->version, 0);
+    return s;
+}
+
 void kn_storage_retain(kn_storage *s) { atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed); }
 
 void kn_storage_release(kn_storage *s) {
     if (!s || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1) return;
     /* Safe without waiting: every use of the block was queued on the device's stream before
      * this point, and any later user is queued after it. */
-    s->backend->free(s->device.index, s->block);
+    if (s->release) s->release(s->release_ctx);
+    else s->backend->free(s->device.index, s->block);
     kn_recycler_put(&storage_headers, s);
 }
 

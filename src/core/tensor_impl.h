@@ -19,6 +19,10 @@ typedef struct kn_storage {
     void *data;     /* NULL for zero bytes and on the meta device */
     size_t bytes;
     void *block;    /* the allocator's handle */
+    /* Memory kiln did not allocate (a mapped file): released by calling release(release_ctx)
+     * instead of the allocator. NULL for allocator blocks. */
+    void (*release)(void *ctx);
+    void *release_ctx;
     atomic_uint version; /* bumped by every in-place write, so autograd can refuse stale saves */
 } kn_storage;
 
@@ -58,6 +62,10 @@ static inline void *kn_tensor_data(const kn_tensor *t) {
 }
 
 kn_storage *kn_storage_new(const char *op, kn_device device, size_t bytes);
+/* A storage over `bytes` of memory at data that kiln does not own (a file mapping on the CPU);
+ * release(ctx) runs when the last reference goes, after every kernel that used it (nodes hold
+ * references). On failure release(ctx) has already run. */
+kn_storage *kn_storage_external(kn_device device, void *data, size_t bytes, void (*release)(void *ctx), void *ctx);
 void kn_storage_retain(kn_storage *s);
 void kn_storage_release(kn_storage *s);
 

@@ -11,6 +11,12 @@
 /* Tensors go to and from files as raw bytes, and the format is little-endian. */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "kiln's safetensors I/O assumes a little-endian host"
+/* Tensor i of an open file as a CPU tensor whose storage is the file's mapping itself (no
+ * copy; copy-on-write; the mapping lives until its last tensor and the file are gone), in
+ * *out. *out is NULL, with KN_OK, when it cannot be a view (bool data, which is validated by
+ * copying, or data not aligned to its element size): the caller copies instead. */
+kn_status kn_st_view(kn_safetensors *f, int i, kn_tensor **out);
+
 #endif
 
 /* "F32", "BF16", "BOOL", ... for a kiln dtype. */
@@ -21,5 +27,11 @@ bool kn_st_dtype_parse(const char *name, kn_dtype *out);
 char *kn_st_describe(kn_dtype d, kn_shape s, char *buf, size_t n);
 /* Re-records the last error as "path: tensor 'name': <message>", keeping its status. */
 kn_status kn_st_prefix_error(const char *path, const char *name);
+
+/* Tensor i of an open file as a CPU tensor whose storage is the file's mapping itself (no
+ * copy; copy-on-write; the mapping lives until its last tensor and the file are gone), in
+ * *out. *out is NULL, with KN_OK, when it cannot be a view (bool data, which is validated by
+ * copying, or data not aligned to its element size): the caller copies instead. */
+kn_status kn_st_view(kn_safetensors *f, int i, kn_tensor **out);
 
 #endif

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/tensor_impl.h"
 #include "io/safetensors_format.h"
 
 typedef struct st_entry {
@@ -24,8 +26,23 @@ typedef struct st_entry {
     uint64_t begin, end; /* within the data section */
 } st_entry;
 
+/* The file's mapping, shared by the open file and every tensor viewing it (kn_st_view). */
+typedef struct st_map {
+    atomic_int refs;
+    void *addr;
+    size_t bytes;
+} st_map;
+
+static void st_map_release(void *ctx) {
+    st_map *m = ctx;
+    if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
+    munmap(m->addr, m->bytes);
+    free(m);
+}
+
 struct kn_safetensors {
     char *path;
+    st_map *mapping;
     const uint8_t *map;
     size_t map_bytes;
     const uint8_t *data; /* the data section: after the length and the header */
@@ -39,7 +56,7 @@ struct kn_safetensors {
 
 void kn_safetensors_close(kn_safetensors *f) {
     if (!f) return;
-    if (f->map) munmap((void *)f->map, f->map_bytes);
+    st_map_release(f->mapping);
     cJSON_Delete(f->header);
     free(f->entries);
     free(f->by_name);
@@ -271,10 +288,19 @@ kn_safetensors *kn_safetensors_open(const char *path) {
         return fail(f, path, "%s: %zu bytes, shorter than the 8-byte header length",
                     f->map_bytes ? "truncated" : "empty file", f->map_bytes);
     }
-    void *map = mmap(NULL, f->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    /* Writable but private (copy-on-write): tensors viewing the mapping may be trained in place
+     * without changing the file. */
+    void *map = mmap(NULL, f->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     int err = errno;
     close(fd); /* the mapping stays valid */
     if (map == MAP_FAILED) return fail(f, path, "cannot map: %s", strerror(err));
+    if (!(f->mapping = malloc(sizeof *f->mapping))) {
+        munmap(map, f->map_bytes);
+        return fail(f, path, "out of memory");
+    }
+    atomic_init(&f->mapping->refs, 1);
+    f->mapping->addr = map;
+    f->mapping->bytes = f->map_bytes;
     f->map = map;
     char why[512];
     return parse_header(f, why, sizeof why) ? f : fail(f, path, "%s", why);
@@ -347,4 +373,20 @@ kn_tensor *kn_safetensors_get(kn_safetensors *f, const char *name, kn_device dev
     kn_tensor *t = kn_from_host(bytes, e->dtype, e->shape, device);
     if (!t) kn_st_prefix_error(f->path, name);
     return t;
+}
+
+kn_status kn_st_view(kn_safetensors *f, int i, kn_tensor **out) {
+    *out = NULL;
+    const st_entry *e = entry_at(f, i, "safetensors_view");
+    if (!e) return kn_last_status();
+    const uint8_t *bytes = f->data + e->begin;
+    size_t size = kn_dtype_size(e->dtype);
+    if (e->dtype == KN_BOOL || (uintptr_t)bytes % size != 0) return KN_OK;
+    atomic_fetch_add_explicit(&f->mapping->refs, 1, memory_order_relaxed);
+    kn_storage *s = kn_storage_external(KN_CPU, (void *)bytes, e->end - e->begin, st_map_release, f->mapping);
+    if (!s) return kn_last_status();
+    int64_t stride[KN_MAX_DIMS];
+    kn_contiguous_strides(e->shape.v, e->shape.n, stride);
+    *out = kn_tensor_wrap(s, e->dtype, e->shape.v, e->shape.n, stride, 0);
+    return *out ? KN_OK : kn_last_status();
 }
