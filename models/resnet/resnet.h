@@ -40,9 +40,12 @@ kn_tensor *resnet_forward(resnet *m, kn_tensor *x);
 /* Mean cross-entropy of the logits against class indices labels [N] (i64). */
 kn_tensor *resnet_loss(resnet *m, kn_tensor *x, kn_tensor *labels);
 
-/* Loads a torchvision state_dict from a safetensors file (f32, f16 or bf16 weights convert to
- * the model's dtype). Every entry must be present with torchvision's shape; on failure the
- * model is unchanged and the message names the file and the first problem. */
+/* Loads a torchvision state_dict (kiln/hf.h: one safetensors file, or a directory with
+ * model.safetensors or shards and their index), onto the model's device. Stored in the model's
+ * dtype on the CPU the weights share the file's mapping (copy-on-write), else they convert
+ * (f16 and bf16 files to f32). Every entry must be there with torchvision's shape and dtype,
+ * and nothing else; on failure the model is unchanged and the message names the file and the
+ * first problem. */
 kn_status resnet_load(resnet *m, const char *path);
 /* Saves the whole state_dict (parameters and buffers) under torchvision's names. */
 kn_status resnet_save(resnet *m, const char *path);

@@ -32,9 +32,9 @@ static bool covers(const shape *s, double x, double y) {
     switch (s->label) {
     case 0: return d2 < r * r;                                                  /* disc */
     case 1: return ax < 0.85 * r && ay < 0.85 * r;                              /* square */
-    case 2: return d2 < r * r && d2 > 0.3 * r * r;                              /* ring */
-    case 3: return in_box && (ax < 0.3 * r || ay < 0.3 * r);                    /* plus */
-    case 4: return in_box && (fabs(dx - dy) < 0.4 * r || fabs(dx + dy) < 0.4 * r); /* X */
+    case 2: return d2 < r * r && d2 > 0.36 * r * r;                             /* ring */
+    case 3: return in_box && (ax < 0.35 * r || ay < 0.35 * r);                  /* plus */
+    case 4: return in_box && (fabs(dx - dy) < 0.5 * r || fabs(dx + dy) < 0.5 * r); /* X */
     case 5: return fmod(y + s->phase, 2 * s->stripe) < s->stripe;               /* horizontal stripes */
     case 6: return fmod(x + s->phase, 2 * s->stripe) < s->stripe;               /* vertical stripes */
     case 7: return ((int)floor((x + s->phase) / s->stripe) + (int)floor((y + s->phase) / s->stripe)) & 1; /* checkerboard */
@@ -46,7 +46,7 @@ static bool covers(const shape *s, double x, double y) {
 int synthetic_image(uint64_t seed, uint64_t index, int size, float *pixels) {
     stream s = {seed * 0xd1342543de82ef95ull ^ (index + 1) * 0x9e3779b97f4a7c15ull};
     shape sh = {.label = (int)(next_u64(&s) % SYNTHETIC_CLASSES)};
-    sh.cx = uniform(&s, 0.3, 0.7), sh.cy = uniform(&s, 0.3, 0.7), sh.r = uniform(&s, 0.15, 0.3);
+    sh.cx = uniform(&s, 0.3, 0.7), sh.cy = uniform(&s, 0.3, 0.7), sh.r = uniform(&s, 0.22, 0.36);
     sh.stripe = uniform(&s, 0.08, 0.14), sh.phase = uniform(&s, 0, 1);
     /* Colors differ in every channel, so the shape is visible whatever they are. */
     double bg[3], fg[3];
