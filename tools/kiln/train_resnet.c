@@ -127,7 +127,7 @@ static void defaults(train_options *o, int64_t batch, int64_t steps) {
     o->image_size = 32;
 }
 
-void train_resnet18_defaults(train_options *o) { defaults(o, 32, 150); }
+void train_resnet18_defaults(train_options *o) { defaults(o, 32, 200); }
 void train_resnet50_defaults(train_options *o) { defaults(o, 16, 100); }
 
 static int run(const train_options *o, int depth) {
