@@ -9,6 +9,7 @@
  * products run in parallel on single-threaded BLAS; few run one by one on threaded BLAS.
  * 16-bit floats are widened to f32. */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,37 @@
 #include "core/error.h"
 
 #define BATCHED_COLUMNS ((int64_t)1 << 25)
+
+/* The batched path's two matrices are kept between calls: allocating them per call (tens of
+ * MB at 224x224) cost more in page faults than im2col itself. A caller takes the kept buffer
+ * of a slot if it is large enough (else allocates; NULL when out of memory) and gives it back
+ * after; the larger of two is kept. At most BATCHED_COLUMNS elements (128 MB in f32) stay held. */
+typedef struct kept_buffer {
+    void *p;
+    size_t n;
+} kept_buffer;
+static pthread_mutex_t scratch_lock = PTHREAD_MUTEX_INITIALIZER;
+static kept_buffer kept[2];
+
+static kept_buffer scratch_take(int slot, size_t bytes) {
+    kept_buffer s = {0};
+    pthread_mutex_lock(&scratch_lock);
+    if (kept[slot].n >= bytes) s = kept[slot], kept[slot] = (kept_buffer){0};
+    pthread_mutex_unlock(&scratch_lock);
+    if (!s.p) s = (kept_buffer){malloc(bytes ? bytes : 1), bytes};
+    return s;
+}
+
+static void scratch_give(int slot, kept_buffer s) {
+    pthread_mutex_lock(&scratch_lock);
+    if (s.n > kept[slot].n) {
+        kept_buffer old = kept[slot];
+        kept[slot] = s;
+        s = old;
+    }
+    pthread_mutex_unlock(&scratch_lock);
+    free(s.p);
+}
 
 typedef struct conv_geom {
     int64_t N, G, Cg, H, W, Coutg, KH, KW, OH, OW;
@@ -113,8 +145,9 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
     static bool conv_batched_##T(const conv_geom *g, const T *x, const T *w, T *y, bool transposed) { \
         int64_t N = g->N, OHW = g->OH * g->OW, HW = g->H * g->W, K = g->Cg * g->KH * g->KW;          \
         int64_t Kc = g->Coutg * g->KH * g->KW, cols = N * (transposed ? HW : OHW);                   \
-        T *a = malloc(sizeof(T) * (size_t)((transposed ? g->Cg : K) * cols));                        \
-        T *b = malloc(sizeof(T) * (size_t)((transposed ? Kc : g->Coutg) * cols));                    \
+        kept_buffer sa = scratch_take(0, sizeof(T) * (size_t)((transposed ? g->Cg : K) * cols));      \
+        kept_buffer sb = scratch_take(1, sizeof(T) * (size_t)((transposed ? Kc : g->Coutg) * cols));  \
+        T *a = sa.p, *b = sb.p;                                                                       \
         if (a && b && !transposed) {                                                                  \
             im2col_all_##T(g, x, a);                                                                  \
             gemm_columns_##T(CblasNoTrans, CblasNoTrans, g->Coutg, cols, K, w, K, a, cols, b, cols);  \
@@ -126,21 +159,23 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
             _Pragma("omp parallel for num_threads(kn_cpu_threads_for(Kc * cols))")                    \
             for (int64_t n = 0; n < N; n++) col2im_##T(g, b + n * HW, y + n * g->Coutg * OHW, cols);  \
         }                                                                                             \
-        free(a);                                                                                      \
-        free(b);                                                                                      \
+        scratch_give(0, sa);                                                                          \
+        scratch_give(1, sb);                                                                          \
         return a && b;                                                                                \
     }                                                                                                 \
     /* conv2d's weight gradient as one GEMM: dw = rows(gy) [Coutg, N*OHW] col^T. */                  \
     static bool conv_weight_grad_batched_##T(const conv_geom *g, const T *gy, const T *x, T *dw) {    \
         int64_t OHW = g->OH * g->OW, cols = g->N * OHW, K = g->Cg * g->KH * g->KW;                   \
-        T *col = malloc(sizeof(T) * (size_t)(K * cols)), *gyr = malloc(sizeof(T) * (size_t)(g->Coutg * cols)); \
+        kept_buffer sc = scratch_take(0, sizeof(T) * (size_t)(K * cols));                             \
+        kept_buffer sg = scratch_take(1, sizeof(T) * (size_t)(g->Coutg * cols));                      \
+        T *col = sc.p, *gyr = sg.p;                                                                   \
         if (col && gyr) {                                                                             \
             im2col_all_##T(g, x, col);                                                                \
             regroup_##T(gyr, gy, g->N, g->Coutg, OHW, true);                                           \
             gemm_columns_##T(CblasNoTrans, CblasTrans, g->Coutg, K, cols, gyr, cols, col, cols, dw, K);\
         }                                                                                             \
-        free(col);                                                                                    \
-        free(gyr);                                                                                    \
+        scratch_give(0, sc);                                                                          \
+        scratch_give(1, sg);                                                                          \
         return col && gyr;                                                                            \
     }                                                                                                 \
     /* Whether the batched form applies: no groups, and its matrices within BATCHED_COLUMNS. */      \
