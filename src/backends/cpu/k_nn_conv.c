@@ -1,8 +1,8 @@
 /* CPU convolutions as GEMMs: conv2d multiplies each group's weights by an im2col matrix
  * (1x1 stride-1 unpadded convolutions use the input itself), conv_transpose2d multiplies the
  * transposed weights by the input and scatters the columns back (col2im). Ungrouped
- * convolutions whose column matrix for the whole batch fits in BATCHED_COLUMNS elements make
- * one GEMM over all images (columns [K, N*OH*OW]), its columns split among the OpenMP threads
+ * convolutions with fewer than BATCHED_BELOW output positions per image, whose matrices for
+ * the whole batch fit in BATCHED_COLUMNS elements, make one GEMM over all images (columns [K, N*OH*OW]), its columns split among the OpenMP threads
  * on single-threaded BLAS: per image, the small outputs of a network's deep layers (OH*OW of
  * 1..64) would make each product a matrix-vector-like one that re-reads the weights per image,
  * and OpenBLAS's own threads would compete with OpenMP's spinning ones. Otherwise many (image, group)
@@ -17,6 +17,7 @@
 #include "core/error.h"
 
 #define BATCHED_COLUMNS ((int64_t)1 << 25)
+#define BATCHED_BELOW 1024
 
 /* The batched path's two matrices are kept between calls: allocating them per call (tens of
  * MB at 224x224) cost more in page faults than im2col itself. A caller takes the kept buffer
@@ -178,10 +179,12 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
         scratch_give(1, sg);                                                                          \
         return col && gyr;                                                                            \
     }                                                                                                 \
-    /* Whether the batched form applies: no groups, and its matrices within BATCHED_COLUMNS. */      \
+    /* Whether the batched form applies: no groups, small images (a larger one makes a good GEMM  \
+     * of its own, without the regrouping copies), its matrices within BATCHED_COLUMNS. */          \
     static bool use_batched_##T(const conv_geom *g, bool transposed) {                               \
         int64_t rows = transposed ? g->Coutg * g->KH * g->KW + g->Cg : g->Cg * g->KH * g->KW + g->Coutg; \
-        return g->G == 1 && rows * g->N * (transposed ? g->H * g->W : g->OH * g->OW) <= BATCHED_COLUMNS; \
+        int64_t per_image = transposed ? g->H * g->W : g->OH * g->OW;                                 \
+        return g->G == 1 && per_image < BATCHED_BELOW && rows * g->N * per_image <= BATCHED_COLUMNS;  \
     }                                                                                                 \
     /* One (image, group) product; scratch holds a column matrix. */                                 \
     static void conv_one_##T(const conv_geom *g, const T *x, const T *w, T *y, T *scratch, bool transposed) { \
