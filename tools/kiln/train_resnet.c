@@ -114,10 +114,10 @@ static kn_status after_step(void *ctx, int64_t steps_done, bool last) {
     return st;
 }
 
-static void defaults(train_options *o, int64_t batch, int64_t steps) {
-    o->batch = batch;
+static void defaults(train_options *o, double lr, int64_t steps) {
+    o->batch = 32;
     o->steps = steps;
-    o->lr = 2e-3;
+    o->lr = lr;
     o->min_lr = 1e-4;
     o->warmup = 10;
     o->beta2 = 0.999;
@@ -127,8 +127,8 @@ static void defaults(train_options *o, int64_t batch, int64_t steps) {
     o->image_size = 32;
 }
 
-void train_resnet18_defaults(train_options *o) { defaults(o, 32, 200); }
-void train_resnet50_defaults(train_options *o) { defaults(o, 16, 100); }
+void train_resnet18_defaults(train_options *o) { defaults(o, 2e-3, 200); }
+void train_resnet50_defaults(train_options *o) { defaults(o, 1e-3, 150); }
 
 static int run(const train_options *o, int depth) {
     const char *bad = o->image_size < 32 ? "--image-size must be at least 32"
