@@ -23,6 +23,8 @@ static const struct {
     {"dlrm", train_dlrm_defaults, train_dlrm_run, "DLRM on synthetic click logs (held-out AUC)"},
     {"unet", train_unet_defaults, train_unet_run, "a DDPM UNet on synthetic images; samples written as PNG"},
     {"mingpt", train_mingpt_defaults, train_mingpt_run, "a character-level GPT on a text file, with samples"},
+    {"resnet18", train_resnet18_defaults, train_resnet18_run, "torchvision's ResNet-18 on synthetic shapes (accuracy)"},
+    {"resnet50", train_resnet50_defaults, train_resnet50_run, "torchvision's ResNet-50 on synthetic shapes (accuracy)"},
 };
 
 /* Options every task starts from (AdamW as nanoGPT sets it). */
@@ -65,7 +67,7 @@ static bool check_options(const train_options *o) {
 
 static void usage(void) {
     printf("usage: kiln train TASK [options]   (kiln train TASK --help lists the options)\n\ntasks:\n");
-    for (size_t i = 0; i < sizeof tasks / sizeof *tasks; i++) printf("  %-6s %s\n", tasks[i].name, tasks[i].help);
+    for (size_t i = 0; i < sizeof tasks / sizeof *tasks; i++) printf("  %-8s %s\n", tasks[i].name, tasks[i].help);
 }
 
 int kiln_cmd_train(int argc, char **argv) {

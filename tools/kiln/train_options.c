@@ -53,6 +53,7 @@ static const struct option_def {
     {"samples", OPT_STR, F(samples_dir), "directory for the sampled images (unet)"},
     {"num-samples", OPT_I64, F(num_samples), "images (unet) or characters (mingpt) to sample at the end"},
     {"temperature", OPT_F64, F(temperature), "sampling temperature (mingpt)"},
+    {"image-size", OPT_INT, F(image_size), "image height and width (resnet)"},
     {"abort-after", OPT_I64, F(abort_after), "tests: exit abruptly after this many steps"},
 #undef F
 };

@@ -37,6 +37,8 @@ typedef struct train_options {
     const char *samples_dir;
     int64_t num_samples;
     double temperature;
+    /* images (resnet) */
+    int image_size;
 } train_options;
 
 /* Sets o's fields from "--name value" pairs; prints what was wrong and returns false. */

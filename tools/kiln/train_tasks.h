@@ -21,6 +21,10 @@ void train_unet_defaults(train_options *o);
 int train_unet_run(const train_options *o);
 void train_mingpt_defaults(train_options *o);
 int train_mingpt_run(const train_options *o);
+void train_resnet18_defaults(train_options *o);
+int train_resnet18_run(const train_options *o);
+void train_resnet50_defaults(train_options *o);
+int train_resnet50_run(const train_options *o);
 
 /* The GPT-2 shape from --config, else the size flags over GPT-2 small's. */
 struct gpt2_config;

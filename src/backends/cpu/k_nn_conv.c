@@ -1,14 +1,54 @@
 /* CPU convolutions as GEMMs: conv2d multiplies each group's weights by an im2col matrix
  * (1x1 stride-1 unpadded convolutions use the input itself), conv_transpose2d multiplies the
- * transposed weights by the input and scatters the columns back (col2im). Many (image,
- * group) products run in parallel on single-threaded BLAS; few run one by one on threaded
- * BLAS. 16-bit floats are widened to f32. */
+ * transposed weights by the input and scatters the columns back (col2im). Ungrouped
+ * convolutions with fewer than BATCHED_BELOW output positions per image, whose matrices for
+ * the whole batch fit in BATCHED_COLUMNS elements, make one GEMM over all images (columns [K, N*OH*OW]), its columns split among the OpenMP threads
+ * on single-threaded BLAS: per image, the small outputs of a network's deep layers (OH*OW of
+ * 1..64) would make each product a matrix-vector-like one that re-reads the weights per image,
+ * and OpenBLAS's own threads would compete with OpenMP's spinning ones. Otherwise many (image, group)
+ * products run in parallel on single-threaded BLAS; few run one by one on threaded BLAS.
+ * 16-bit floats are widened to f32. */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/k_nn.h"
 #include "core/error.h"
+
+#define BATCHED_COLUMNS ((int64_t)1 << 25)
+#define BATCHED_BELOW 1024
+
+/* The batched path's two matrices are kept between calls: allocating them per call (tens of
+ * MB at 224x224) cost more in page faults than im2col itself. A caller takes the kept buffer
+ * of a slot if it is large enough (else allocates; NULL when out of memory) and gives it back
+ * after; the larger of two is kept. At most BATCHED_COLUMNS elements (128 MB in f32) stay held. */
+typedef struct kept_buffer {
+    void *p;
+    size_t n;
+} kept_buffer;
+static pthread_mutex_t scratch_lock = PTHREAD_MUTEX_INITIALIZER;
+static kept_buffer kept[2];
+
+static kept_buffer scratch_take(int slot, size_t bytes) {
+    kept_buffer s = {0};
+    pthread_mutex_lock(&scratch_lock);
+    if (kept[slot].n >= bytes) s = kept[slot], kept[slot] = (kept_buffer){0};
+    pthread_mutex_unlock(&scratch_lock);
+    if (!s.p) s = (kept_buffer){malloc(bytes ? bytes : 1), bytes};
+    return s;
+}
+
+static void scratch_give(int slot, kept_buffer s) {
+    pthread_mutex_lock(&scratch_lock);
+    if (s.n > kept[slot].n) {
+        kept_buffer old = kept[slot];
+        kept[slot] = s;
+        s = old;
+    }
+    pthread_mutex_unlock(&scratch_lock);
+    free(s.p);
+}
 
 typedef struct conv_geom {
     int64_t N, G, Cg, H, W, Coutg, KH, KW, OH, OW;
@@ -32,13 +72,12 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
 }
 
 #define CONV_IMPL(T, gemm)                                                                            \
-    /* col [Cg*KH*KW, OH*OW] from one group's image x [Cg, H, W]. */                                 \
-    static void im2col_##T(const conv_geom *g, const T *x, T *col) {                                 \
-        int64_t OHW = g->OH * g->OW;                                                                  \
+    /* col [Cg*KH*KW, OH*OW] (rows ld apart) from one group's image x [Cg, H, W]. */                \
+    static void im2col_##T(const conv_geom *g, const T *x, T *col, int64_t ld) {                     \
         for (int64_t c = 0; c < g->Cg; c++)                                                           \
             for (int64_t kh = 0; kh < g->KH; kh++)                                                    \
                 for (int64_t kw = 0; kw < g->KW; kw++) {                                              \
-                    T *row = col + ((c * g->KH + kh) * g->KW + kw) * OHW;                             \
+                    T *row = col + ((c * g->KH + kh) * g->KW + kw) * ld;                              \
                     int64_t oh_lo, oh_hi, ow_lo, ow_hi, hoff = kh * g->dh - g->ph, woff = kw * g->dw - g->pw; \
                     valid_range(hoff, g->sh, g->H, g->OH, &oh_lo, &oh_hi);                            \
                     valid_range(woff, g->sw, g->W, g->OW, &ow_lo, &ow_hi);                            \
@@ -56,12 +95,12 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
                     memset(row + oh_hi * g->OW, 0, sizeof(T) * (size_t)((g->OH - oh_hi) * g->OW));    \
                 }                                                                                     \
     }                                                                                                 \
-    /* Adds col [Coutg*KH*KW, H*W] into one group's output y [Coutg, OH, OW]. */                    \
-    static void col2im_##T(const conv_geom *g, const T *col, T *y) {                                 \
+    /* Adds col [Coutg*KH*KW, H*W] (rows ld apart) into one group's output y [Coutg, OH, OW]. */   \
+    static void col2im_##T(const conv_geom *g, const T *col, T *y, int64_t ld) {                     \
         for (int64_t c = 0; c < g->Coutg; c++)                                                        \
             for (int64_t kh = 0; kh < g->KH; kh++)                                                    \
                 for (int64_t kw = 0; kw < g->KW; kw++) {                                              \
-                    const T *row = col + ((c * g->KH + kh) * g->KW + kw) * g->H * g->W;               \
+                    const T *row = col + ((c * g->KH + kh) * g->KW + kw) * ld;                        \
                     int64_t ih_lo, ih_hi, iw_lo, iw_hi, hoff = kh * g->dh - g->ph, woff = kw * g->dw - g->pw; \
                     valid_range(hoff, g->sh, g->OH, g->H, &ih_lo, &ih_hi);                            \
                     valid_range(woff, g->sw, g->OW, g->W, &iw_lo, &iw_hi);                            \
@@ -72,6 +111,81 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
                     }                                                                                 \
                 }                                                                                     \
     }                                                                                                 \
+    /* Images [N, C, P] to rows [C, N*P] (to_rows), or back. */                                    \
+    static void regroup_##T(T *dst, const T *src, int64_t N, int64_t C, int64_t P, bool to_rows) {    \
+        _Pragma("omp parallel for collapse(2) num_threads(kn_cpu_threads_for(N * C * P))")           \
+        for (int64_t n = 0; n < N; n++)                                                               \
+            for (int64_t c = 0; c < C; c++) {                                                         \
+                int64_t row = (c * N + n) * P, image = (n * C + c) * P;                               \
+                memcpy(dst + (to_rows ? row : image), src + (to_rows ? image : row), sizeof(T) * (size_t)P); \
+            }                                                                                         \
+    }                                                                                                 \
+    /* C [M, Nc] = op(A) op(B), its columns split among the OpenMP threads in multiples of 16,        \
+     * each thread on single-threaded BLAS. */                                                        \
+    static void gemm_columns_##T(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t Nc, int64_t Kd,\
+                                 const T *A, int64_t lda, const T *B, int64_t ldb, T *C, int64_t ldc) {\
+        int threads = kn_cpu_threads_for(M * Nc * Kd / 16), saved = openblas_get_num_threads();       \
+        int64_t chunk = ((Nc + threads - 1) / threads + 15) / 16 * 16;                                \
+        openblas_set_num_threads(1);                                                                  \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)")                             \
+        for (int t = 0; t < threads; t++) {                                                           \
+            int64_t j0 = t * chunk, j1 = j0 + chunk < Nc ? j0 + chunk : Nc;                           \
+            if (j1 > j0)                                                                              \
+                gemm(CblasRowMajor, ta, tb, (int)M, (int)(j1 - j0), (int)Kd, 1, A, (int)lda,          \
+                     B + j0 * (tb == CblasNoTrans ? 1 : ldb), (int)ldb, 0, C + j0, (int)ldc);         \
+        }                                                                                             \
+        openblas_set_num_threads(saved);                                                              \
+    }                                                                                                 \
+    /* Every image's columns side by side: col [Cg*KH*KW, N*OH*OW]. */                              \
+    static void im2col_all_##T(const conv_geom *g, const T *x, T *col) {                             \
+        int64_t OHW = g->OH * g->OW, cols = g->N * OHW;                                               \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(g->Cg * g->KH * g->KW * cols))")    \
+        for (int64_t n = 0; n < g->N; n++) im2col_##T(g, x + n * g->Cg * g->H * g->W, col + n * OHW, cols); \
+    }                                                                                                 \
+    /* An ungrouped convolution of the whole batch as one GEMM. */                 \
+    static bool conv_batched_##T(const conv_geom *g, const T *x, const T *w, T *y, bool transposed) { \
+        int64_t N = g->N, OHW = g->OH * g->OW, HW = g->H * g->W, K = g->Cg * g->KH * g->KW;          \
+        int64_t Kc = g->Coutg * g->KH * g->KW, cols = N * (transposed ? HW : OHW);                   \
+        kept_buffer sa = scratch_take(0, sizeof(T) * (size_t)((transposed ? g->Cg : K) * cols));      \
+        kept_buffer sb = scratch_take(1, sizeof(T) * (size_t)((transposed ? Kc : g->Coutg) * cols));  \
+        T *a = sa.p, *b = sb.p;                                                                       \
+        if (a && b && !transposed) {                                                                  \
+            im2col_all_##T(g, x, a);                                                                  \
+            gemm_columns_##T(CblasNoTrans, CblasNoTrans, g->Coutg, cols, K, w, K, a, cols, b, cols);  \
+            regroup_##T(y, b, N, g->Coutg, OHW, false);                                                 \
+        } else if (a && b) {                                                                          \
+            regroup_##T(a, x, N, g->Cg, HW, true);                                                     \
+            gemm_columns_##T(CblasTrans, CblasNoTrans, Kc, cols, g->Cg, w, Kc, a, cols, b, cols);     \
+            memset(y, 0, sizeof(T) * (size_t)(N * g->Coutg * OHW));                                   \
+            _Pragma("omp parallel for num_threads(kn_cpu_threads_for(Kc * cols))")                    \
+            for (int64_t n = 0; n < N; n++) col2im_##T(g, b + n * HW, y + n * g->Coutg * OHW, cols);  \
+        }                                                                                             \
+        scratch_give(0, sa);                                                                          \
+        scratch_give(1, sb);                                                                          \
+        return a && b;                                                                                \
+    }                                                                                                 \
+    /* conv2d's weight gradient as one GEMM: dw = rows(gy) [Coutg, N*OHW] col^T. */                  \
+    static bool conv_weight_grad_batched_##T(const conv_geom *g, const T *gy, const T *x, T *dw) {    \
+        int64_t OHW = g->OH * g->OW, cols = g->N * OHW, K = g->Cg * g->KH * g->KW;                   \
+        kept_buffer sc = scratch_take(0, sizeof(T) * (size_t)(K * cols));                             \
+        kept_buffer sg = scratch_take(1, sizeof(T) * (size_t)(g->Coutg * cols));                      \
+        T *col = sc.p, *gyr = sg.p;                                                                   \
+        if (col && gyr) {                                                                             \
+            im2col_all_##T(g, x, col);                                                                \
+            regroup_##T(gyr, gy, g->N, g->Coutg, OHW, true);                                           \
+            gemm_columns_##T(CblasNoTrans, CblasTrans, g->Coutg, K, cols, gyr, cols, col, cols, dw, K);\
+        }                                                                                             \
+        scratch_give(0, sc);                                                                          \
+        scratch_give(1, sg);                                                                          \
+        return col && gyr;                                                                            \
+    }                                                                                                 \
+    /* Whether the batched form applies: no groups, small images (a larger one makes a good GEMM  \
+     * of its own, without the regrouping copies), its matrices within BATCHED_COLUMNS. */          \
+    static bool use_batched_##T(const conv_geom *g, bool transposed) {                               \
+        int64_t rows = transposed ? g->Coutg * g->KH * g->KW + g->Cg : g->Cg * g->KH * g->KW + g->Coutg; \
+        int64_t per_image = transposed ? g->H * g->W : g->OH * g->OW;                                 \
+        return g->G == 1 && per_image < BATCHED_BELOW && rows * g->N * per_image <= BATCHED_COLUMNS;  \
+    }                                                                                                 \
     /* One (image, group) product; scratch holds a column matrix. */                                 \
     static void conv_one_##T(const conv_geom *g, const T *x, const T *w, T *y, T *scratch, bool transposed) { \
         int64_t K = g->Cg * g->KH * g->KW, OHW = g->OH * g->OW, HW = g->H * g->W;                     \
@@ -80,15 +194,16 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
             gemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Kc, (int)HW, (int)g->Cg, 1, w, (int)Kc, x, \
                  (int)HW, 0, scratch, (int)HW);                                                       \
             memset(y, 0, sizeof(T) * (size_t)(g->Coutg * OHW));                                       \
-            col2im_##T(g, scratch, y);                                                                \
+            col2im_##T(g, scratch, y, HW);                                                            \
             return;                                                                                   \
         }                                                                                             \
         bool direct = g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0; \
-        if (!direct) im2col_##T(g, x, scratch);                                                       \
+        if (!direct) im2col_##T(g, x, scratch, OHW);                                                  \
         gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->Coutg, (int)OHW, (int)K, 1, w, (int)K, \
              direct ? x : scratch, (int)OHW, 0, y, (int)OHW);                                         \
     }                                                                                                 \
     static bool conv_all_##T(const conv_geom *g, const T *x, const T *w, T *y, bool transposed) {     \
+        if (use_batched_##T(g, transposed)) return conv_batched_##T(g, x, w, y, transposed);          \
         int64_t jobs = g->N * g->G, OHW = g->OH * g->OW, HW = g->H * g->W;                            \
         int64_t col = transposed ? g->Coutg * g->KH * g->KW * HW : g->Cg * g->KH * g->KW * OHW;       \
         int64_t x_step = g->Cg * HW, y_step = g->Coutg * OHW, w_step = g->Coutg * g->Cg * g->KH * g->KW; \
@@ -110,6 +225,7 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
     /* conv2d's weight gradient: dw[g] = sum over images of gy[n, g] im2col(x[n, g])^T, in        \
      * per-thread partial sums (slot 0 is dw itself) when images run in parallel. */                \
     static bool conv_weight_grad_##T(const conv_geom *g, const T *gy, const T *x, T *dw) {            \
+        if (use_batched_##T(g, false)) return conv_weight_grad_batched_##T(g, gy, x, dw);             \
         int64_t jobs = g->N * g->G, OHW = g->OH * g->OW, HW = g->H * g->W, K = g->Cg * g->KH * g->KW; \
         int64_t wsize = g->G * g->Coutg * K;                                                          \
         double flops = 2.0 * (double)jobs * (double)(g->Coutg * K) * (double)OHW;                    \
@@ -128,7 +244,7 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
             ok = direct || scratch;                                                                   \
             _Pragma("omp for schedule(static)") for (int64_t j = 0; j < jobs; j++) if (ok) {          \
                 const T *xj = x + j * g->Cg * HW;                                                     \
-                if (!direct) im2col_##T(g, xj, scratch);                                              \
+                if (!direct) im2col_##T(g, xj, scratch, OHW);                                         \
                 gemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->Coutg, (int)K, (int)OHW, 1,     \
                      gy + j * g->Coutg * OHW, (int)OHW, direct ? xj : scratch, (int)OHW, 1,           \
                      acc + (j % g->G) * g->Coutg * K, (int)K);                                        \
