@@ -1,6 +1,9 @@
 /* The kiln command: dispatches to its subcommands. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "kiln/kiln.h"
@@ -13,7 +16,7 @@ static const struct {
     {"ops", kiln_cmd_ops, "the op table: op x backend x dtype coverage (--device D, --json)"},
     {"info", kiln_cmd_info, "build options, threads, BLAS, devices found"},
     {"generate", kiln_cmd_generate, "text from a Hugging Face model: kiln generate MODEL_DIR --prompt TEXT (--help)"},
-    {"train", kiln_cmd_train, "train a model: kiln train gpt2|adder|llama|qwen2|qwen3|lm [options] (--help lists them)"},
+    {"train", kiln_cmd_train, "train a model: kiln train TASK [options] (gpt2, adder, llama, resnet18, dlrm, ...; --help)"},
     {"tokenize", kiln_cmd_tokenize, "a model's tokenizer.json: text lines -> JSON ids (--decode: back)"},
     {"cache", kiln_cmd_cache, "the compilation cache: kiln cache path | stats [--json] | clear"},
     {"demo", kiln_cmd_demo, "a tour of the runtime: modes, ops, errors, a meta-device trace"},
@@ -26,10 +29,22 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\nenvironment: KILN_MODE (strict|debug), KILN_DEVICE (cpu|meta), KILN_THREADS, KILN_SEED,\n"
-                "             KILN_CACHE_DIR, KILN_CACHE_MAX_MB, KILN_CACHE=0, KILN_CC\n");
+                "             KILN_CACHE_DIR, KILN_CACHE_MAX_MB, KILN_CACHE=0, KILN_CC,\n"
+                "             OMP_WAIT_POLICY (passive unless set)\n");
+}
+
+/* libgomp's default keeps threads spinning after every parallel region; on a machine whose
+ * cores are shared that takes the cores kiln's own threads need, and decode ran 5-10x slower
+ * (docs/decisions.md). The policy is read once, when the library loads, so the command sets
+ * it and starts itself again; a policy the user set is kept. */
+static void wait_passively(char **argv) {
+    if (getenv("OMP_WAIT_POLICY")) return;
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv); /* returns only on failure: then run as we are */
 }
 
 int main(int argc, char **argv) {
+    wait_passively(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
