@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -363,6 +364,12 @@ int kiln_cmd_generate(int argc, char **argv) {
     if (parsed <= 0) {
         if (parsed == 0) usage(stdout);
         return parsed == 0 ? 0 : 2;
+    }
+    struct stat st;
+    if (stat(a.dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "kiln generate: %s: %s (a model directory with config.json, weights and tokenizer.json)\n",
+                a.dir, stat(a.dir, &st) != 0 ? strerror(errno) : "not a directory");
+        return 1;
     }
     kn_device device;
     lm_load_options lo = {.dtype = KN_DTYPE_COUNT};
