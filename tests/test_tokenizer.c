@@ -230,7 +230,8 @@ static void test_bad_files_give_errors_naming_the_problem(void) {
     CHECK_ERROR(kn_tokenizer_load("/nonexistent/kiln/model") != NULL, KN_ERR_IO, "cannot open");
     CHECK_ERROR(kn_tokenizer_load(tmp_dir) != NULL, KN_ERR_IO, "tokenizer.json: cannot open");
     CHECK_ERROR(load_text("truncated.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\"") != NULL, KN_ERR_IO,
-                "truncated.json: malformed JSON");
+                "truncated.json: not valid JSON (parse error, line 1)");
+    CHECK_ERROR(load_text("array.json", "[1, 2]") != NULL, KN_ERR_IO, "array.json: the JSON is not an object");
     CHECK_ERROR(load_text("nomodel.json", "{\"normalizer\": null}") != NULL, KN_ERR_IO, "no \"model\"");
     CHECK_ERROR(load_text("unigram.json", "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}") != NULL, KN_ERR_IO,
                 "model type \"Unigram\" is not supported");
