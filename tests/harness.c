@@ -1,10 +1,15 @@
 /* The test harness (see harness.h). */
+#define _GNU_SOURCE /* nftw */
 #include "harness.h"
 
+#include <fcntl.h>
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 const kn_dtype ALL_DTYPES[KN_DTYPE_COUNT] = {KN_F32, KN_F64, KN_F16, KN_BF16, KN_I32, KN_I64, KN_BOOL};
 const kn_dtype FLOAT_DTYPES[4] = {KN_F32, KN_F64, KN_F16, KN_BF16};
@@ -76,6 +81,74 @@ void run_test(const char *name, test_fn fn) {
 int test_summary(void) {
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
+}
+
+void check_fixture_grads(kn_safetensors *f, const kn_named_tensors *params, tolerance tol) {
+    for (int i = 0; i < params->count; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "grad.%s", params->names[i]);
+        double *want = read_f64(kn_safetensors_get(f, name, KN_CPU));
+        CHECK_MSG(want != NULL, "%s is not in the fixture", name);
+        if (want) check_close(kn_grad(params->tensors[i]), want, tol, name);
+        free(want);
+    }
+}
+
+char *read_text_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
+    if (s) s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* In the child: fd becomes path opened with flags, or the child gives up with 127. */
+static void redirect(int fd, const char *path, int flags) {
+    int opened = open(path, flags, 0644);
+    if (opened < 0 || dup2(opened, fd) < 0) _exit(127);
+    close(opened);
+}
+
+int run_program(const char *program, const char *const *args, const char *in_path, const char *out_path,
+                const char *err_path, const char *const *env) {
+    int n_args = 0;
+    while (args[n_args]) n_args++;
+    /* argv is made before the fork so that the child only redirects and execs. */
+    const char **argv = malloc((size_t)(n_args + 2) * sizeof *argv);
+    if (!argv) return 127;
+    argv[0] = program;
+    memcpy(argv + 1, args, (size_t)(n_args + 1) * sizeof *argv);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (in_path) redirect(0, in_path, O_RDONLY);
+        redirect(1, out_path, O_WRONLY | O_CREAT | O_TRUNC);
+        if (err_path) redirect(2, err_path, O_WRONLY | O_CREAT | O_TRUNC);
+        else if (dup2(1, 2) < 0) _exit(127);
+        for (int i = 0; env && env[i]; i++)
+            if (putenv((char *)env[i]) != 0) _exit(127);
+        execv(program, (char *const *)argv);
+        _exit(127);
+    }
+    free(argv);
+    if (pid < 0) return 127;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+void remove_tree(const char *path) {
+    if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) fprintf(stderr, "could not remove %s\n", path);
 }
 
 kn_mode debug_checks_off(void) {

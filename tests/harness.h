@@ -73,6 +73,9 @@ bool check_close_at(kn_tensor *t, const double *want, tolerance tol, const char 
 bool check_shape(kn_tensor *t, kn_shape want, const char *file, int line);
 #define CHECK_SHAPE(t, want) check_shape((t), (want), __FILE__, __LINE__)
 
+/* Each parameter's gradient (after kn_backward) against the fixture's "grad.<its name>" at tol. */
+void check_fixture_grads(kn_safetensors *f, const kn_named_tensors *params, tolerance tol);
+
 /* A non-contiguous tensor with the same values as t (a transposed copy transposed back, or a
  * strided slice), for layout tests. */
 kn_tensor *non_contiguous_copy(kn_tensor *t);
@@ -80,6 +83,18 @@ kn_tensor *non_contiguous_copy(kn_tensor *t);
 /* Row-major index helpers for references. */
 void unravel(int64_t flat, kn_shape shape, int64_t *idx);
 int64_t ravel_broadcast(const int64_t *idx, int out_ndim, kn_shape in_shape);
+
+/* Files and programs, for tests that read fixtures or run the kiln binary. */
+/* The whole file as a malloc'd NUL-terminated string; NULL if it cannot be opened. */
+char *read_text_file(const char *path);
+/* Runs program with args (argv[1..], NULL-ended) and waits for it: stdin from in_path (NULL:
+ * inherited), stdout into out_path, stderr into err_path (NULL: into out_path too), and the
+ * NAME=VALUE entries of env (NULL-ended, or NULL) added to its environment. The exit code,
+ * 128 + the signal that ended it, or 127 if it could not start. */
+int run_program(const char *program, const char *const *args, const char *in_path, const char *out_path,
+                const char *err_path, const char *const *env);
+/* Removes the directory path and everything under it (says so on stderr if it cannot). */
+void remove_tree(const char *path);
 
 extern const kn_dtype ALL_DTYPES[KN_DTYPE_COUNT];
 extern const kn_dtype FLOAT_DTYPES[4];

@@ -3,10 +3,9 @@
  * starts from disk, hits in memory, compile errors, and running with the cache off or
  * unwritable. Children are forked (or the test re-executes itself) wherever a fresh process
  * matters, since a process keeps what it loaded. */
-#define _GNU_SOURCE /* mkdtemp, nftw */
+#define _GNU_SOURCE /* mkdtemp */
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -420,11 +419,6 @@ static void test_threads_loading_one_source_compile_it_once(void) {
     CHECK(s.compiles == 1 && s.cache_memory_hits == 3);
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--load") == 0) return load_main(atoi(argv[2]));
     self_path = argv[0];
@@ -448,6 +442,6 @@ int main(int argc, char **argv) {
     RUN(test_compile_error_names_the_compilers_message);
     RUN(test_cache_off_still_loads);
     RUN(test_unwritable_cache_still_loads);
-    nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(tmp_dir);
     return test_summary();
 }

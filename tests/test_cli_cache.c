@@ -1,12 +1,9 @@
 /* `kiln cache`: path prints the directory, stats counts what a load stored (as text and as
  * JSON), clear empties the cache, and bad usage exits 2 with a message. */
-#define _GNU_SOURCE /* mkdtemp, nftw */
+#define _GNU_SOURCE /* mkdtemp */
 #include <cjson/cJSON.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "backends/cpu/jit.h"
 #include "harness.h"
@@ -17,30 +14,19 @@ static char cache_dir[128];
 static char out_path[160];
 static char output[8192];
 
-/* Runs `kiln cache <args>` (NULL-terminated) with stdout and stderr into output; the exit code. */
+/* Runs kiln with args ("cache", ..., NULL) with stdout and stderr into output; the exit code. */
 static int run(const char *const *args) {
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen(out_path, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(127);
-        const char *argv[16] = {kiln, "cache"};
-        int n = 2;
-        for (int i = 0; args[i] && n < 15; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(kiln, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
+    int rc = run_program(kiln, args, NULL, out_path, NULL, NULL);
     FILE *f = fopen(out_path, "rb");
     size_t n = f ? fread(output, 1, sizeof output - 1, f) : 0;
     output[n] = '\0';
     if (f) fclose(f);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return rc;
 }
 
 /* `kiln cache stats --json`'s entry count, or -1 if it does not parse. */
 static int json_entries(void) {
-    if (run((const char *[]){"stats", "--json", NULL}) != 0) return -1;
+    if (run((const char *[]){"cache", "stats", "--json", NULL}) != 0) return -1;
     cJSON *o = cJSON_Parse(output);
     const cJSON *entries = cJSON_GetObjectItem(o, "entries"), *dir = cJSON_GetObjectItem(o, "directory");
     int n = cJSON_IsNumber(entries) && cJSON_IsString(dir) && strcmp(dir->valuestring, cache_dir) == 0
@@ -52,7 +38,7 @@ static int json_entries(void) {
 }
 
 static void test_path_prints_the_directory(void) {
-    CHECK(run((const char *[]){"path", NULL}) == 0);
+    CHECK(run((const char *[]){"cache", "path", NULL}) == 0);
     char want[160];
     snprintf(want, sizeof want, "%s\n", cache_dir);
     CHECK_MSG(strcmp(output, want) == 0, "kiln cache path printed \"%s\"", output);
@@ -63,20 +49,15 @@ static void test_stats_count_a_loaded_kernel_and_clear_empties(void) {
     void *fn = NULL;
     CHECK(kn_jit_load("int kfn(void) { return 42; }\n", 1, (const char *const[]){"kfn"}, &fn) == KN_OK);
     CHECK(json_entries() == 1);
-    CHECK(run((const char *[]){"stats", NULL}) == 0 && strstr(output, "entries:   1") && strstr(output, cache_dir));
-    CHECK(run((const char *[]){"clear", NULL}) == 0 && strstr(output, "removed 1 entries"));
+    CHECK(run((const char *[]){"cache", "stats", NULL}) == 0 && strstr(output, "entries:   1") && strstr(output, cache_dir));
+    CHECK(run((const char *[]){"cache", "clear", NULL}) == 0 && strstr(output, "removed 1 entries"));
     CHECK(json_entries() == 0);
 }
 
 static void test_bad_usage_exits_2(void) {
-    CHECK(run((const char *[]){"frobnicate", NULL}) == 2 && strstr(output, "unknown subcommand 'frobnicate'"));
-    CHECK(run((const char *[]){NULL}) == 2 && strstr(output, "usage: kiln cache"));
-    CHECK(run((const char *[]){"stats", "--xml", NULL}) == 2 && strstr(output, "bad arguments to 'stats'"));
-}
-
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
+    CHECK(run((const char *[]){"cache", "frobnicate", NULL}) == 2 && strstr(output, "unknown subcommand 'frobnicate'"));
+    CHECK(run((const char *[]){"cache", NULL}) == 2 && strstr(output, "usage: kiln cache"));
+    CHECK(run((const char *[]){"cache", "stats", "--xml", NULL}) == 2 && strstr(output, "bad arguments to 'stats'"));
 }
 
 int main(int argc, char **argv) {
@@ -90,6 +71,6 @@ int main(int argc, char **argv) {
     RUN(test_path_prints_the_directory);
     RUN(test_stats_count_a_loaded_kernel_and_clear_empties);
     RUN(test_bad_usage_exits_2);
-    nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(tmp_dir);
     return test_summary();
 }

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -18,39 +17,13 @@ static cJSON *fixture;
 static char tmp[256];
 static char out_path[512], err_path[512];
 
-/* Runs kiln with args (NULL-terminated), stdout and stderr into their files; the exit code. */
-static int run(const char *const *args) {
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen(out_path, "w", stdout) || !freopen(err_path, "w", stderr)) _exit(127);
-        const char *argv[64] = {kiln};
-        int n = 1;
-        for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        setenv("KILN_THREADS", "2", 1);
-        execv(kiln, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+static const char *const two_threads[] = {"KILN_THREADS=2", NULL};
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
-}
+/* Runs kiln with args (NULL-terminated), stdout and stderr into their files; the exit code. */
+static int run(const char *const *args) { return run_program(kiln, args, NULL, out_path, err_path, two_threads); }
 
 static bool file_has(const char *path, const char *needle) {
-    char *s = slurp(path);
+    char *s = read_text_file(path);
     bool ok = s && strstr(s, needle);
     if (!ok) fprintf(stderr, "  expected \"%s\" in %s:\n%s\n", needle, path, s ? s : "(none)");
     free(s);
@@ -90,7 +63,7 @@ static void test_greedy_ids_match_transformers(void) {
                               "--temperature", "0", "--max-new-tokens", "10", "--print-ids", NULL};
         CHECK_MSG(run(args) == 0, "%s: kiln generate failed", model->string);
         /* one line per prompt, in order */
-        char *out = slurp(out_path);
+        char *out = read_text_file(out_path);
         char *second = out ? strchr(out, '\n') : NULL;
         if (second) *second++ = '\0';
         ids_text(cJSON_GetArrayItem(cJSON_GetObjectItem(model, "greedy"), 0), want, sizeof want);
@@ -129,7 +102,7 @@ static void test_text_is_streamed_and_cut_at_a_stop_string(void) {
     const char *plain[] = {"generate", dir, "--prompt", prompt, "--max-new-tokens", "12", NULL};
     CHECK(run(plain) == 0);
     snprintf(want, sizeof want, "%s\n", cJSON_GetObjectItem(t, "text")->valuestring);
-    char *out = slurp(out_path);
+    char *out = read_text_file(out_path);
     CHECK_MSG(out && strcmp(out, want) == 0, "stdout \"%s\", transformers \"%s\"", out ? out : "", want);
     free(out);
     const char *stop = cJSON_GetObjectItem(t, "stop")->valuestring;
@@ -137,7 +110,7 @@ static void test_text_is_streamed_and_cut_at_a_stop_string(void) {
                              NULL};
     CHECK(run(stopped) == 0);
     snprintf(want, sizeof want, "%s\n", cJSON_GetObjectItem(t, "before_stop")->valuestring);
-    out = slurp(out_path);
+    out = read_text_file(out_path);
     CHECK_MSG(out && strcmp(out, want) == 0, "stop \"%s\": stdout \"%s\", want \"%s\"", stop, out ? out : "", want);
     free(out);
 
@@ -150,7 +123,7 @@ static void test_text_is_streamed_and_cut_at_a_stop_string(void) {
     const char *batch[] = {"generate", dir, "--prompt-file", file, "--max-new-tokens", "12", NULL};
     CHECK(run(batch) == 0);
     snprintf(want, sizeof want, "--- 1: %s ---\n%s\n--- 2: kiln ---\n", prompt, cJSON_GetObjectItem(t, "text")->valuestring);
-    out = slurp(out_path);
+    out = read_text_file(out_path);
     CHECK_MSG(out && strncmp(out, want, strlen(want)) == 0, "stdout \"%s\", want it to start \"%s\"", out ? out : "", want);
     free(out);
     CHECK(file_has(err_path, "prefill: "));
@@ -190,7 +163,7 @@ static void write_tokens(const char *path) {
 }
 
 static double log_loss(const char *path, bool last) {
-    char *text = slurp(path);
+    char *text = read_text_file(path);
     double loss = NAN;
     for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n")) {
         cJSON *o = cJSON_Parse(line);
@@ -235,7 +208,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     kiln = argv[1];
-    char *text = slurp(FIXTURES "/lm/generate.json");
+    char *text = read_text_file(FIXTURES "/lm/generate.json");
     fixture = cJSON_Parse(text);
     free(text);
     snprintf(tmp, sizeof tmp, "/tmp/kiln_test_cli_generate_XXXXXX");
@@ -247,8 +220,6 @@ int main(int argc, char **argv) {
     RUN(test_bad_input_is_a_clear_error);
     RUN(test_fine_tuning_lowers_the_loss_and_saves_a_model_generate_loads);
     cJSON_Delete(fixture);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    remove_tree(tmp);
     return test_summary();
 }

@@ -3,11 +3,8 @@
  * input exits 1, each with a message. */
 #define _GNU_SOURCE /* mkdtemp */
 #include <cjson/cJSON.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "harness.h"
 
@@ -24,28 +21,15 @@ static void read_into(const char *path, char *buf, size_t cap) {
     if (f) fclose(f);
 }
 
-/* Runs `kiln tokenize <args>` with stdin from `input`; the exit code, output and errors kept. */
+/* Runs kiln with args ("tokenize", ..., NULL) and stdin from `input`; the exit code, output and errors kept. */
 static int run(const char *input, const char *const *args) {
     FILE *f = fopen(in_path, "wb");
     fputs(input, f);
     fclose(f);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int in = open(in_path, O_RDONLY), out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644),
-            err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(127);
-        const char *argv[16] = {kiln, "tokenize"};
-        int n = 2;
-        for (int i = 0; args[i] && n < 15; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(kiln, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
+    int rc = run_program(kiln, args, in_path, out_path, err_path, NULL);
     read_into(out_path, output, sizeof output);
     read_into(err_path, errors, sizeof errors);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return rc;
 }
 
 static cJSON *expected_for(const char *kind) {
@@ -88,32 +72,32 @@ static void test_lines_encode_to_the_library_ids(void) {
         char dir[512];
         snprintf(dir, sizeof dir, FIXTURES "/%s", kinds[k]);
         one_line_cases(exp, "ids", input, sizeof input, want, sizeof want);
-        CHECK(run(input, (const char *[]){dir, NULL}) == 0);
+        CHECK(run(input, (const char *[]){"tokenize", dir, NULL}) == 0);
         CHECK_MSG(strcmp(output, want) == 0, "%s: kiln tokenize printed\n%s\nwant\n%s", kinds[k], output, want);
         one_line_cases(exp, "ids_no_special", input, sizeof input, want, sizeof want);
-        CHECK(run(input, (const char *[]){dir, "--no-special", NULL}) == 0);
+        CHECK(run(input, (const char *[]){"tokenize", dir, "--no-special", NULL}) == 0);
         CHECK_MSG(strcmp(output, want) == 0, "%s --no-special printed\n%s\nwant\n%s", kinds[k], output, want);
         one_line_cases(exp, "decoded", input, sizeof input, want, sizeof want);
-        CHECK(run(input, (const char *[]){dir, "--decode", NULL}) == 0);
+        CHECK(run(input, (const char *[]){"tokenize", dir, "--decode", NULL}) == 0);
         CHECK_MSG(strcmp(output, want) == 0, "%s --decode printed\n%s\nwant\n%s", kinds[k], output, want);
         one_line_cases(exp, "decoded_skip_special", input, sizeof input, want, sizeof want);
-        CHECK(run(input, (const char *[]){dir, "--decode", "--skip-special", NULL}) == 0);
+        CHECK(run(input, (const char *[]){"tokenize", dir, "--decode", "--skip-special", NULL}) == 0);
         CHECK_MSG(strcmp(output, want) == 0, "%s --decode --skip-special printed\n%s\nwant\n%s", kinds[k], output, want);
         cJSON_Delete(exp);
     }
 }
 
 static void test_bad_usage_and_input_exit_with_a_message(void) {
-    CHECK(run("", (const char *[]){NULL}) == 2 && strstr(errors, "usage: kiln tokenize"));
-    CHECK(run("", (const char *[]){FIXTURES "/gpt2", "--bogus", NULL}) == 2 && strstr(errors, "'--bogus'"));
-    CHECK(run("", (const char *[]){FIXTURES "/gpt2", "--skip-special", NULL}) == 2);
-    CHECK(run("hi\n", (const char *[]){"/nonexistent/model", NULL}) == 1 &&
+    CHECK(run("", (const char *[]){"tokenize", NULL}) == 2 && strstr(errors, "usage: kiln tokenize"));
+    CHECK(run("", (const char *[]){"tokenize", FIXTURES "/gpt2", "--bogus", NULL}) == 2 && strstr(errors, "'--bogus'"));
+    CHECK(run("", (const char *[]){"tokenize", FIXTURES "/gpt2", "--skip-special", NULL}) == 2);
+    CHECK(run("hi\n", (const char *[]){"tokenize", "/nonexistent/model", NULL}) == 1 &&
           strstr(errors, "/nonexistent/model: cannot open"));
-    CHECK(run("[1,2]\nnot json\n", (const char *[]){FIXTURES "/gpt2", "--decode", NULL}) == 1 &&
+    CHECK(run("[1,2]\nnot json\n", (const char *[]){"tokenize", FIXTURES "/gpt2", "--decode", NULL}) == 1 &&
           strstr(errors, "line 2: not a JSON array of integer ids"));
-    CHECK(run("[1,99999]\n", (const char *[]){FIXTURES "/gpt2", "--decode", NULL}) == 1 &&
+    CHECK(run("[1,99999]\n", (const char *[]){"tokenize", FIXTURES "/gpt2", "--decode", NULL}) == 1 &&
           strstr(errors, "id 99999 at position 1 is out of range"));
-    CHECK(run("ok\nbad \xC3(\n", (const char *[]){FIXTURES "/gpt2", NULL}) == 1 &&
+    CHECK(run("ok\nbad \xC3(\n", (const char *[]){"tokenize", FIXTURES "/gpt2", NULL}) == 1 &&
           strstr(errors, "line 2: kn_tokenizer_encode: the text is not valid UTF-8"));
 }
 
@@ -130,9 +114,6 @@ int main(int argc, char **argv) {
     snprintf(err_path, sizeof err_path, "%s/err", tmp_dir);
     RUN(test_lines_encode_to_the_library_ids);
     RUN(test_bad_usage_and_input_exit_with_a_message);
-    unlink(in_path);
-    unlink(out_path);
-    unlink(err_path);
-    rmdir(tmp_dir);
+    remove_tree(tmp_dir);
     return test_summary();
 }

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -18,40 +17,13 @@ static const char *kiln;
 static char tmp[256];
 static char out_path[512];
 
-/* Runs kiln with args (NULL-terminated), stdout and stderr into out_path; the exit code. */
-static int run(const char *const *args) {
-    pid_t pid = fork();
-    if (pid == 0) {
-        FILE *f = freopen(out_path, "w", stdout);
-        if (!f || dup2(fileno(stdout), 2) < 0) _exit(127);
-        const char *argv[96] = {kiln};
-        int n = 1;
-        for (int i = 0; args[i] && n < 95; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        setenv("KILN_THREADS", "2", 1);
-        execv(kiln, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+static const char *const two_threads[] = {"KILN_THREADS=2", NULL};
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
-}
+/* Runs kiln with args (NULL-terminated), stdout and stderr into out_path; the exit code. */
+static int run(const char *const *args) { return run_program(kiln, args, NULL, out_path, NULL, two_threads); }
 
 static bool output_has(const char *needle) {
-    char *s = slurp(out_path);
+    char *s = read_text_file(out_path);
     bool ok = s && strstr(s, needle);
     if (!ok) fprintf(stderr, "  expected \"%s\" in the output:\n%s\n", needle, s ? s : "(none)");
     free(s);
@@ -60,7 +32,7 @@ static bool output_has(const char *needle) {
 
 /* The loss (and grad_norm) of each step of a JSONL log, indexed by step; returns the count. */
 static int read_log(const char *path, double *loss, double *grad_norm) {
-    char *text = slurp(path);
+    char *text = read_text_file(path);
     int n = 0;
     for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n")) {
         cJSON *o = cJSON_Parse(line);
@@ -78,7 +50,7 @@ static int read_log(const char *path, double *loss, double *grad_norm) {
 
 /* The fixture's command with its files resolved, extra args appended. */
 static int run_fixture(const char *log, const char *const *extra) {
-    char *text = slurp(FIXTURE "/expected.json");
+    char *text = read_text_file(FIXTURE "/expected.json");
     cJSON *e = cJSON_Parse(text);
     free(text);
     static char paths[8][600];
@@ -106,7 +78,7 @@ static void test_loss_parity_with_pytorch(void) {
     snprintf(log, sizeof log, "%s/parity.jsonl", tmp);
     double loss[MAX_LOG] = {0}, gnorm[MAX_LOG] = {0};
     int n = read_log(log, loss, gnorm);
-    char *text = slurp(FIXTURE "/expected.json");
+    char *text = read_text_file(FIXTURE "/expected.json");
     cJSON *e = cJSON_Parse(text);
     free(text);
     const cJSON *steps = cJSON_GetObjectItem(e, "steps");
@@ -171,7 +143,7 @@ static void test_adder_learns(void) {
     CHECK(output_has("accuracy"));
     double loss[MAX_LOG * 4] = {0};
     int n = 0;
-    char *text = slurp(log);
+    char *text = read_text_file(log);
     for (char *line = text ? strtok(text, "\n") : NULL; line && n < MAX_LOG * 4; line = strtok(NULL, "\n")) {
         cJSON *o = cJSON_Parse(line);
         loss[n++] = cJSON_GetObjectItem(o, "loss")->valuedouble;
@@ -194,8 +166,6 @@ int main(int argc, char **argv) {
     RUN(test_kill_and_resume_is_exact);
     RUN(test_bad_checkpoints_and_options);
     RUN(test_adder_learns);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    remove_tree(tmp);
     return test_summary();
 }

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -16,38 +15,10 @@ static const char *kiln;
 static char tmp[256], out_path[512];
 
 /* Runs kiln with args (NULL-terminated), stdout and stderr into out_path; the exit code. */
-static int run(const char *const *args) {
-    pid_t pid = fork();
-    if (pid == 0) {
-        FILE *f = freopen(out_path, "w", stdout);
-        if (!f || dup2(fileno(stdout), 2) < 0) _exit(127);
-        const char *argv[64] = {kiln};
-        int n = 1;
-        for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(kiln, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
-}
+static int run(const char *const *args) { return run_program(kiln, args, NULL, out_path, NULL, NULL); }
 
 static bool output_contains(const char *needle) {
-    char *s = slurp(out_path);
+    char *s = read_text_file(out_path);
     bool ok = s && strstr(s, needle);
     free(s);
     return ok;
@@ -56,7 +27,7 @@ static bool output_contains(const char *needle) {
 static bool output_has(const char *needle) {
     bool ok = output_contains(needle);
     if (!ok) {
-        char *s = slurp(out_path);
+        char *s = read_text_file(out_path);
         fprintf(stderr, "  expected \"%s\" in the output:\n%s\n", needle, s ? s : "(none)");
         free(s);
     }
@@ -65,7 +36,7 @@ static bool output_has(const char *needle) {
 
 /* The number after `label` in the output, NaN if absent. */
 static double output_number(const char *label) {
-    char *s = slurp(out_path), *at = s ? strstr(s, label) : NULL;
+    char *s = read_text_file(out_path), *at = s ? strstr(s, label) : NULL;
     double v = at ? strtod(at + strlen(label), NULL) : NAN;
     free(s);
     return v;
@@ -93,12 +64,12 @@ static void test_dlrm_resumes_exactly(void) {
     snprintf(ck, sizeof ck, "%s/dlrm-ck", tmp);
     const char *whole[] = {"train", "dlrm", "--steps", "20", "--eval-every", "0", "--quiet", NULL};
     CHECK(run(whole) == 0);
-    char *expected = slurp(out_path);
+    char *expected = read_text_file(out_path);
     const char *killed[] = {"train", "dlrm", "--steps", "20", "--save", ck, "--save-every", "10", "--abort-after", "10", "--quiet", NULL};
     CHECK(run(killed) == 137);
     const char *resumed[] = {"train", "dlrm", "--steps", "20", "--eval-every", "0", "--quiet", "--resume", ck, NULL};
     CHECK(run(resumed) == 0);
-    char *got = slurp(out_path);
+    char *got = read_text_file(out_path);
     CHECK(expected && got && strstr(expected, "held-out AUC") && strcmp(expected, got) == 0);
     free(expected);
     free(got);
@@ -125,7 +96,7 @@ static void test_unet_writes_samples_and_loss_curve(void) {
     snprintf(path, sizeof path, "%s/data.png", dir);
     CHECK(png_size(path, &w, &h) && w == 8 * 17 + 1);
     snprintf(path, sizeof path, "%s/loss.csv", dir);
-    char *csv = slurp(path);
+    char *csv = read_text_file(path);
     CHECK(csv && strncmp(csv, "step,loss\n1,", 12) == 0 && strstr(csv, "\n4,"));
     free(csv);
 }
@@ -212,8 +183,6 @@ int main(int argc, char **argv) {
     RUN(test_unet_refuses_a_directory_it_cannot_use);
     RUN(test_mingpt_trains_and_samples);
     RUN(test_mingpt_bad_text_files);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    remove_tree(tmp);
     return test_summary();
 }

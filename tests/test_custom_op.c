@@ -1,8 +1,7 @@
 /* Custom ops registered from C (include/kiln/custom_op.h): C-function kernels and source
  * kernels, forward against float64 references and backward by gradcheck, in every mode this
  * build has and on the meta device; registration, call and kernel errors. */
-#define _GNU_SOURCE /* mkdtemp, setenv, nftw */
-#include <ftw.h>
+#define _GNU_SOURCE /* mkdtemp, setenv */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -553,8 +552,6 @@ static void test_table_has_one_custom_op(void) {
     CHECK(found == 1);
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) { return remove(path); }
-
 int main(void) {
     /* Source kernels compile into a cache of this run's own unless the caller chose one. */
     char cache_dir[] = "/tmp/kiln-test-custom-op-XXXXXX";
@@ -584,6 +581,6 @@ int main(void) {
     RUN(test_saved_input_modified_in_place_is_caught);
     RUN(test_registration_is_thread_safe);
     RUN(test_table_has_one_custom_op);
-    if (own_cache) nftw(cache_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (own_cache) remove_tree(cache_dir);
     return test_summary();
 }

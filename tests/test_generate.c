@@ -16,19 +16,6 @@
 static cJSON *fixture;
 static char tmp[256];
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 /* A JSON array of ids into out (at most cap); the count. */
 static int ids_of(const cJSON *a, int32_t *out, int cap) {
     int n = 0;
@@ -342,7 +329,7 @@ static void test_generation_config_is_read_as_transformers_reads_it(void) {
 }
 
 int main(void) {
-    char *text = slurp(FIXTURES "/lm/generate.json");
+    char *text = read_text_file(FIXTURES "/lm/generate.json");
     fixture = cJSON_Parse(text);
     free(text);
     if (!fixture) {
@@ -360,8 +347,6 @@ int main(void) {
     RUN(test_on_text_returning_false_stops_generation);
     RUN(test_generation_config_is_read_as_transformers_reads_it);
     cJSON_Delete(fixture);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    remove_tree(tmp);
     return test_summary();
 }

@@ -2,8 +2,7 @@
  * zero-copy views of the mapping that outlive the open file and never write to it, dtype
  * conversion and the meta device, loading a module tree (tied weights, optional names, checks
  * before any assignment), kn_tensor_assign_, and every damaged directory refused with a message. */
-#define _GNU_SOURCE /* mkdtemp, nftw */
-#include <ftw.h>
+#define _GNU_SOURCE /* mkdtemp */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -249,11 +248,6 @@ static void test_assign(void) {
     kn_scope_pop();
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 int main(void) {
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/kiln-hf-XXXXXX");
     if (!mkdtemp(tmp_dir)) return perror("mkdtemp"), 1;
@@ -265,6 +259,6 @@ int main(void) {
     RUN(test_load_module_tied_and_renamed);
     RUN(test_load_module_checks_first);
     RUN(test_assign);
-    nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(tmp_dir);
     return test_summary();
 }

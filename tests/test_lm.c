@@ -320,8 +320,7 @@ static void test_gpt2_without_the_transformer_prefix(void) {
     CHECK_MSG(bare != NULL, "%s", kn_last_error());
     CHECK(logits_error(bare, "gpt2") <= 1e-4);
     lm_free(bare), lm_free(m);
-    snprintf(path, sizeof path, "rm -r %s", dir);
-    CHECK(system(path) == 0);
+    remove_tree(dir);
 }
 
 static void test_saved_weights_load_back(void) {
@@ -337,8 +336,7 @@ static void test_saved_weights_load_back(void) {
         lm *back = lm_load(dir, NULL);
         CHECK_MSG(back && logits_error(back, names[f]) == logits_error(m, names[f]), "%s: %s", names[f], kn_last_error());
         lm_free(back), lm_free(m);
-        snprintf(path, sizeof path, "rm -r %s", dir);
-        CHECK(system(path) == 0);
+        remove_tree(dir);
     }
 }
 
@@ -444,7 +442,7 @@ static void test_bad_input_is_an_error_naming_the_file(void) {
     kn_named_tensors_free(&list);
     lm_free(m);
     CHECK_ERROR(lm_load(dir, NULL) != NULL, KN_ERR_DTYPE, "'model.norm.weight' is I32[64]");
-    sh("rm -r %s%s", dir, "");
+    remove_tree(dir);
 }
 
 int main(void) {

@@ -2,10 +2,9 @@
  * a file made by Hugging Face's own library (tests/fixtures/make_safetensors_fixture.py) read
  * exactly and written back byte for byte, loading into existing tensors with its checks, old
  * files surviving failed writes, and every kind of damaged file refused with a message. */
-#define _GNU_SOURCE /* mkdtemp, nftw */
+#define _GNU_SOURCE /* mkdtemp */
 #include <cjson/cJSON.h>
 #include <dirent.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -572,11 +571,6 @@ static void test_truncations_and_flipped_bytes(void) {
     free(b);
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 int main(void) {
     snprintf(tmp_dir, sizeof tmp_dir, "%s", "/tmp/kiln_safetensors_XXXXXX");
     if (!mkdtemp(tmp_dir)) return perror("mkdtemp"), 1;
@@ -591,6 +585,6 @@ int main(void) {
     RUN(test_failed_writes_leave_the_old_file);
     RUN(test_damaged_files_are_refused);
     RUN(test_truncations_and_flipped_bytes);
-    nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(tmp_dir);
     return test_summary();
 }

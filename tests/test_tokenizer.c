@@ -13,23 +13,10 @@
 
 static const char *kinds[] = {"gpt2", "llama3", "qwen2", "llama2", "llama2_metaspace"};
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 static cJSON *expected_for(const char *kind) {
     char path[512];
     snprintf(path, sizeof path, FIXTURES "/%s/expected.json", kind);
-    char *s = slurp(path);
+    char *s = read_text_file(path);
     cJSON *j = s ? cJSON_Parse(s) : NULL;
     free(s);
     CHECK_MSG(j != NULL, "cannot read %s", path);
@@ -185,7 +172,7 @@ static void test_token_to_id_and_id_to_token_follow_the_file(void) {
         kn_tokenizer *t = load_kind(kinds[k]);
         char path[512];
         snprintf(path, sizeof path, FIXTURES "/%s/tokenizer.json", kinds[k]);
-        char *s = slurp(path);
+        char *s = read_text_file(path);
         cJSON *j = s ? cJSON_Parse(s) : NULL;
         free(s);
         if (!t || !j) {
@@ -243,7 +230,8 @@ static void test_bad_files_give_errors_naming_the_problem(void) {
     CHECK_ERROR(kn_tokenizer_load("/nonexistent/kiln/model") != NULL, KN_ERR_IO, "cannot open");
     CHECK_ERROR(kn_tokenizer_load(tmp_dir) != NULL, KN_ERR_IO, "tokenizer.json: cannot open");
     CHECK_ERROR(load_text("truncated.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\"") != NULL, KN_ERR_IO,
-                "truncated.json: malformed JSON");
+                "truncated.json: not valid JSON (parse error, line 1)");
+    CHECK_ERROR(load_text("array.json", "[1, 2]") != NULL, KN_ERR_IO, "array.json: the JSON is not an object");
     CHECK_ERROR(load_text("nomodel.json", "{\"normalizer\": null}") != NULL, KN_ERR_IO, "no \"model\"");
     CHECK_ERROR(load_text("unigram.json", "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}") != NULL, KN_ERR_IO,
                 "model type \"Unigram\" is not supported");
@@ -360,7 +348,7 @@ static void test_streaming_arbitrary_byte_level_ids(void) {
 /* Other components (Split behaviors, Metaspace options, normalizers, decoders) swapped into
  * the fixture files give the library's ids and text (tests/fixtures/tokenizers/variants.json). */
 static void test_component_variants_match_the_library(void) {
-    char *s = slurp(FIXTURES "/variants.json");
+    char *s = read_text_file(FIXTURES "/variants.json");
     cJSON *variants = s ? cJSON_Parse(s) : NULL;
     free(s);
     CHECK(variants != NULL);
@@ -370,7 +358,7 @@ static void test_component_variants_match_the_library(void) {
         const char *base = cJSON_GetObjectItem(v, "base")->valuestring, *key = cJSON_GetObjectItem(v, "key")->valuestring;
         char path[512];
         snprintf(path, sizeof path, FIXTURES "/%s/tokenizer.json", base);
-        char *text = slurp(path);
+        char *text = read_text_file(path);
         cJSON *j = cJSON_Parse(text);
         free(text);
         cJSON_ReplaceItemInObject(j, key, cJSON_Duplicate(cJSON_GetObjectItem(v, "component"), true));
@@ -430,8 +418,6 @@ int main(void) {
     RUN(test_component_variants_match_the_library);
     RUN(test_bad_files_give_errors_naming_the_problem);
     RUN(test_bad_text_and_ids_give_errors);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_dir);
+    remove_tree(tmp_dir);
     return test_summary();
 }

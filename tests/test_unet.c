@@ -80,14 +80,7 @@ static void test_matches_pytorch_forward_and_gradients(void) {
     if (want) CHECK_CLOSE(loss, want, ((tolerance){1e-5, 1e-6}), "loss");
     free(want);
     CHECK(kn_backward(loss) == KN_OK);
-    for (int i = 0; i < p.count; i++) {
-        char name[128];
-        snprintf(name, sizeof name, "grad.%s", p.names[i]);
-        want = read_f64(kn_safetensors_get(f, name, KN_CPU));
-        CHECK_MSG(want != NULL, "%s is not in the fixture", name);
-        if (want) check_close(kn_grad(p.tensors[i]), want, (tolerance){1e-3, 1e-5}, name);
-        free(want);
-    }
+    check_fixture_grads(f, &p, (tolerance){1e-3, 1e-5});
 done:
     kn_safetensors_close(f);
     kn_named_tensors_free(&p);

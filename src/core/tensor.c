@@ -16,20 +16,27 @@
 static kn_recycler storage_headers = KN_RECYCLER_INIT(0, kn_storage);
 static kn_recycler tensor_headers = KN_RECYCLER_INIT(1, kn_tensor);
 
+/* A recycled header as a fresh storage of one reference; data and release are NULL for an
+ * allocation of the backend's own (the allocator fills data and block). */
+static void storage_header_init(kn_storage *s, kn_device device, kn_backend *b, size_t bytes, void *data,
+                                void (*release)(void *ctx), void *ctx) {
+    atomic_init(&s->refs, 1);
+    s->device = device;
+    s->backend = b;
+    s->bytes = bytes;
+    s->data = data;
+    s->block = NULL;
+    s->release = release;
+    s->release_ctx = ctx;
+    atomic_init(&s->version, 0);
+}
+
 kn_storage *kn_storage_new(const char *op, kn_device device, size_t bytes) {
     kn_backend *b = kn_backend_get(device);
     if (!b) return NULL;
     kn_storage *s = kn_recycler_get(&storage_headers);
     if (!s) return kn_error_null(KN_ERR_OOM, "%s: out of host memory for a storage header", op);
-    atomic_init(&s->refs, 1);
-    s->device = device;
-    s->backend = b;
-    s->bytes = bytes;
-    s->data = NULL;
-    s->block = NULL;
-    s->release = NULL;
-    s->release_ctx = NULL;
-    atomic_init(&s->version, 0);
+    storage_header_init(s, device, b, bytes, NULL, NULL, NULL);
     if (b->alloc(device.index, bytes, &s->data, &s->block) != KN_OK) {
         kn_recycler_put(&storage_headers, s);
         return kn_error_null(KN_ERR_OOM, "%s: allocating %zu bytes on %s failed", op, bytes,
@@ -45,15 +52,7 @@ kn_storage *kn_storage_external(kn_device device, void *data, size_t bytes, void
         release(ctx);
         return b ? kn_error_null(KN_ERR_OOM, "out of host memory for a storage header") : NULL;
     }
-    atomic_init(&s->refs, 1);
-    s->device = device;
-    s->backend = b;
-    s->bytes = bytes;
-    s->data = data;
-    s->block = NULL;
-    s->release = release;
-    s->release_ctx = ctx;
-    atomic_init(&s->version, 0);
+    storage_header_init(s, device, b, bytes, data, release, ctx);
     return s;
 }
 

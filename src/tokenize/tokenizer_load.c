@@ -1,48 +1,11 @@
 /* Loading a tokenizer.json: the file, its JSON, and each pipeline stage in turn. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "io/hf_internal.h"
 #include "tok_internal.h"
-
-/* The whole file, NUL-terminated; NULL with KN_ERR_IO naming it. */
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        kn_set_error(KN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *data = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = cap ? cap * 2 : 1 << 20;
-            char *q = realloc(data, cap);
-            if (!q) {
-                free(data);
-                fclose(f);
-                kn_set_error(KN_ERR_OOM, "%s: out of memory reading it", path);
-                return NULL;
-            }
-            data = q;
-        }
-        size_t got = fread(data + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) break;
-    }
-    bool failed = ferror(f);
-    fclose(f);
-    if (failed) {
-        free(data);
-        kn_set_error(KN_ERR_IO, "%s: read error", path);
-        return NULL;
-    }
-    data[n] = '\0';
-    *len = n;
-    return data;
-}
 
 /* A component that may be null in the file: NULL j (or null) gives *out NULL and KN_OK. */
 #define LOAD_OPTIONAL(out, j, loader, ...)                                  \
@@ -62,19 +25,8 @@ kn_tokenizer *kn_tokenizer_load(const char *path) {
         snprintf(file, sizeof file, "%s/tokenizer.json", path);
     else
         snprintf(file, sizeof file, "%s", path);
-    size_t len = 0;
-    char *text = read_all(file, &len);
-    if (!text) return NULL;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root || !cJSON_IsObject(root)) {
-        const char *at = cJSON_GetErrorPtr();
-        size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : 0;
-        kn_set_error(KN_ERR_IO, "%s: malformed JSON%s (near byte %zu)", file, root ? ": not an object" : "", off);
-        cJSON_Delete(root);
-        free(text);
-        return NULL;
-    }
-    free(text);
+    cJSON *root = kn_hf_read_json(file);
+    if (!root) return NULL;
     kn_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
         kn_set_error(KN_ERR_OOM, "%s: out of memory", file);
