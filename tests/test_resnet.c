@@ -23,13 +23,6 @@ static uint64_t fnv1a64(const char *s) {
     return h;
 }
 
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* Writes the formula's values of state_dict entry `name` into t (f32, or i64 zeros). */
 static kn_status fill_formula(const char *name, kn_tensor *t) {
     kn_shape s = kn_shape_of(t);
@@ -45,7 +38,7 @@ static kn_status fill_formula(const char *name, kn_tensor *t) {
     float conv_scale = s.n == 4 ? (float)sqrt(6.0 / (double)(s.v[0] * s.v[2] * s.v[3])) : 0;
     float fc_scale = (float)(1.0 / sqrt(512.0));
     for (int64_t i = 0; i < n; i++) {
-        double u = (double)(splitmix64(h + (uint64_t)i) >> 40) / 8388608.0 - 1.0;
+        double u = (double)(kn_mix64(h + (uint64_t)i) >> 40) / 8388608.0 - 1.0;
         if (s.n == 4) v[i] = (float)u * conv_scale;
         else if (strncmp(name, "fc.", 3) == 0) v[i] = (float)u * fc_scale;
         else if (strcmp(leaf, "weight") == 0) v[i] = (float)(1.0 + 0.25 * u);

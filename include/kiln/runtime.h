@@ -59,6 +59,9 @@ int kn_get_num_threads(void);
 void kn_manual_seed(uint64_t seed);
 void kn_rng_get_state(uint64_t *seed, uint64_t *offset);
 void kn_rng_set_state(uint64_t seed, uint64_t offset);
+/* A well-mixed 64-bit hash of x (SplitMix64's finalizer): host-side data generators derive
+ * per-item choices from (seed, index) with it, so that what step i reads depends on i alone. */
+uint64_t kn_mix64(uint64_t x);
 
 /* Memory statistics of one device's caching allocator. */
 typedef struct kn_memory_stats {

@@ -11,10 +11,9 @@ typedef struct rng {
 } rng;
 
 static uint64_t next_u64(rng *r) {
-    uint64_t x = (r->state += 0x9e3779b97f4a7c15ull);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
+    uint64_t x = r->state;
+    r->state += 0x9e3779b97f4a7c15ull; /* SplitMix64: a counter, mixed */
+    return kn_mix64(x);
 }
 
 static double uniform01(rng *r) { return (double)(next_u64(r) >> 11) * 0x1.0p-53; } /* [0, 1) */

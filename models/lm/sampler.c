@@ -190,15 +190,8 @@ size_t lm_sampler_filter(lm_sampler *s, const float *logits, const lm_candidate 
 
 /* ---- choosing ------------------------------------------------------------------------------ */
 
-static uint64_t mix64(uint64_t z) { /* SplitMix64's finalizer */
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 double lm_sampler_uniform(uint64_t seed, uint64_t row, uint64_t step) {
-    uint64_t h = mix64(mix64(mix64(seed) ^ row) ^ step);
+    uint64_t h = kn_mix64(kn_mix64(kn_mix64(seed) ^ row) ^ step);
     return (double)(h >> 11) * 0x1.0p-53;
 }
 

@@ -4,18 +4,13 @@
 #include <math.h>
 #include <stdbool.h>
 
-#define SUPERSAMPLE 4
+#include <kiln/kiln.h>
 
-static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+#define SUPERSAMPLE 4
 
 /* The k-th uniform number in [0, 1) of image (seed, index). */
 static double draw(uint64_t seed, uint64_t index, int k) {
-    return (double)(mix(mix(seed ^ mix(index)) + (uint64_t)k) >> 11) * 0x1.0p-53;
+    return (double)(kn_mix64(kn_mix64(seed ^ kn_mix64(index)) + (uint64_t)k) >> 11) * 0x1.0p-53;
 }
 
 /* Six saturated colors: red, yellow, green, cyan, blue, magenta (RGB in [0, 1]). */

@@ -221,6 +221,13 @@ int kn_cpu_threads_for(int64_t work) {
 
 void kn_manual_seed(uint64_t seed) { kn_rng_set_state(seed, 0); }
 
+uint64_t kn_mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
 void kn_rng_get_state(uint64_t *seed, uint64_t *offset) {
     kn_runtime_ready();
     pthread_mutex_lock(&rng_lock);

@@ -4,16 +4,17 @@
 #include <math.h>
 #include <stdbool.h>
 
+#include "kiln/runtime.h"
+
 /* A counter-based stream: draw i of image (seed, index) is a hash, so images are independent. */
 typedef struct stream {
     uint64_t state;
 } stream;
 
 static uint64_t next_u64(stream *s) {
-    uint64_t x = (s->state += 0x9e3779b97f4a7c15ull);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
+    uint64_t x = s->state;
+    s->state += 0x9e3779b97f4a7c15ull; /* SplitMix64: a counter, mixed */
+    return kn_mix64(x);
 }
 
 static double uniform(stream *s, double lo, double hi) {

@@ -24,13 +24,6 @@ typedef struct adder_task {
     double accuracy;
 } adder_task;
 
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 static void encode(int problem, int64_t *seq) {
     int a = problem / 100, b = problem % 100, c = a + b;
     seq[0] = a / 10, seq[1] = a % 10, seq[2] = b / 10, seq[3] = b % 10;
@@ -45,7 +38,7 @@ static kn_tensor *micro_loss(void *ctx, int64_t g) {
     kn_tensor *loss = NULL;
     if (x && y) {
         for (int64_t r = 0; r < B; r++) {
-            uint64_t h = splitmix64(t->seed ^ splitmix64((uint64_t)g * 1000003u + (uint64_t)r));
+            uint64_t h = kn_mix64(t->seed ^ kn_mix64((uint64_t)g * 1000003u + (uint64_t)r));
             int64_t seq[SEQ];
             encode(t->problems[t->n_eval + (int64_t)(h % (uint64_t)n_train)], seq);
             for (int i = 0; i < SEQ - 1; i++) {
@@ -156,7 +149,7 @@ int train_adder_run(const train_options *o) {
     t->quiet = o->quiet;
     for (int i = 0; i < PROBLEMS; i++) t->problems[i] = i;
     for (int i = PROBLEMS - 1; i > 0; i--) { /* Fisher-Yates, seeded */
-        int j = (int)(splitmix64(o->seed * 31 + (uint64_t)i) % (uint64_t)(i + 1)), tmp = t->problems[i];
+        int j = (int)(kn_mix64(o->seed * 31 + (uint64_t)i) % (uint64_t)(i + 1)), tmp = t->problems[i];
         t->problems[i] = t->problems[j];
         t->problems[j] = tmp;
     }

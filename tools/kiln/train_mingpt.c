@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "gpt2/gpt2.h"
-#include "seed_hash.h"
 #include "train_loop.h"
 #include "train_tasks.h"
 
@@ -128,7 +127,7 @@ static kn_tensor *micro_loss(void *ctx, int64_t g) {
     mingpt_task *t = ctx;
     int64_t starts[4096];
     for (int64_t b = 0; b < t->batch; b++)
-        starts[b] = (int64_t)(seed_hash(t->seed ^ seed_hash((uint64_t)(g * t->batch + b))) % (uint64_t)(t->n_train - t->seq - 1));
+        starts[b] = (int64_t)(kn_mix64(t->seed ^ kn_mix64((uint64_t)(g * t->batch + b))) % (uint64_t)(t->n_train - t->seq - 1));
     return window_loss(t, starts, t->batch);
 }
 
@@ -140,7 +139,7 @@ static kn_status eval_loss(mingpt_task *t, bool validation, double *out) {
     for (int k = 0; st == KN_OK && k < EVAL_BATCHES; k++) {
         int64_t starts[4096];
         for (int64_t b = 0; b < t->batch; b++)
-            starts[b] = first + (int64_t)(seed_hash(0xe7a1u + (uint64_t)(k * t->batch + b)) % (uint64_t)span);
+            starts[b] = first + (int64_t)(kn_mix64(0xe7a1u + (uint64_t)(k * t->batch + b)) % (uint64_t)span);
         kn_scope_push();
         double v = NAN;
         kn_tensor *loss = window_loss(t, starts, t->batch);
@@ -193,7 +192,7 @@ static kn_status sample(mingpt_task *t) {
         st = last ? kn_to_host(last, logits, sizeof *logits * (size_t)t->vocab_size) : kn_last_status();
         kn_scope_pop();
         if (st != KN_OK) break;
-        double u = (double)(seed_hash(t->seed ^ 0x5a3b1e5ull ^ seed_hash((uint64_t)len)) >> 11) * 0x1.0p-53;
+        double u = (double)(kn_mix64(t->seed ^ 0x5a3b1e5ull ^ kn_mix64((uint64_t)len)) >> 11) * 0x1.0p-53;
         ctx[len] = pick(logits, t->vocab_size, t->temperature, u);
         put_utf8(t->vocab[ctx[len]]);
     }

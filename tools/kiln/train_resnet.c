@@ -26,13 +26,6 @@ typedef struct resnet_task {
     struct timespec start;
 } resnet_task;
 
-static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* Images index[0..n) as a [n, 3, size, size] batch and their labels [n]. */
 static kn_status make_batch(const resnet_task *t, const uint64_t *index, int64_t n, kn_tensor **x, kn_tensor **y) {
     int64_t plane = 3 * (int64_t)t->size * t->size;
@@ -53,7 +46,7 @@ static kn_tensor *micro_loss(void *ctx, int64_t g) {
     uint64_t *index = malloc(sizeof *index * (size_t)t->batch);
     if (!index) return kn_set_error(KN_ERR_OOM, "resnet: out of host memory"), NULL;
     for (int64_t r = 0; r < t->batch; r++) /* any image past the held-out ones */
-        index[r] = (uint64_t)t->n_eval + (mix(t->seed ^ mix((uint64_t)g * 1000003u + (uint64_t)r)) >> 1);
+        index[r] = (uint64_t)t->n_eval + (kn_mix64(t->seed ^ kn_mix64((uint64_t)g * 1000003u + (uint64_t)r)) >> 1);
     kn_tensor *x, *y;
     kn_status st = make_batch(t, index, t->batch, &x, &y);
     free(index);

@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 
 #include "png/png_image.h"
-#include "seed_hash.h"
 #include "train_loop.h"
 #include "train_tasks.h"
 #include "unet/ddpm.h"
@@ -46,7 +45,7 @@ static kn_tensor *micro_loss(void *ctx, int64_t g) {
     int *steps = malloc(sizeof *steps * (size_t)B);
     kn_tensor *loss = NULL;
     if (px && steps) {
-        for (int64_t b = 0; b < B; b++) steps[b] = (int)(seed_hash(t->seed ^ seed_hash((uint64_t)(g * B + b))) % DIFFUSION_STEPS);
+        for (int64_t b = 0; b < B; b++) steps[b] = (int)(kn_mix64(t->seed ^ kn_mix64((uint64_t)(g * B + b))) % DIFFUSION_STEPS);
         kn_tensor *x0 = kn_from_host(px, KN_F32, KN_SHAPE(B, CHANNELS, SIZE, SIZE), kn_default_device());
         loss = ddpm_loss(t->model, &t->schedule, x0, steps);
     } else {
