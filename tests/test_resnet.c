@@ -29,7 +29,10 @@ static kn_status fill_formula(const char *name, kn_tensor *t) {
     int64_t n = kn_numel(t);
     if (kn_dtype_of(t) == KN_I64) {
         int64_t zero = 0;
-        return kn_copy_(t, kn_from_host(&zero, KN_I64, s, KN_CPU));
+        kn_scope_push();
+        kn_status st = kn_copy_(t, kn_from_host(&zero, KN_I64, s, KN_CPU));
+        kn_scope_pop();
+        return st;
     }
     float *v = malloc(sizeof *v * (size_t)n);
     if (!v) return kn_set_error(KN_ERR_OOM, "out of memory");
