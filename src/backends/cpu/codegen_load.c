@@ -70,13 +70,13 @@ static loaded *entry_for(const char *key, bool *made) {
 kn_status kn_cpu_fused_compile(const kn_fused_ir *const *irs, int n, kn_fused_fn *fns) {
     /* per IR its entry; per kernel to build its IR, symbol and loaded address */
     loaded **entries = calloc((size_t)n, sizeof *entries);
-    const kn_fused_ir **todo = malloc((size_t)n * sizeof *todo);
+    const kn_fused_ir **to_build = malloc((size_t)n * sizeof *to_build);
     const char **names = malloc((size_t)n * sizeof *names);
     void **got = malloc((size_t)n * sizeof *got);
-    kn_status st = entries && todo && names && got ? KN_OK
+    kn_status st = entries && to_build && names && got ? KN_OK
                                                    : kn_error(KN_ERR_OOM, "fused: out of host memory loading kernels");
     pthread_mutex_lock(&table_lock);
-    int n_todo = 0;
+    int n_to_build = 0;
     for (int i = 0; i < n && st == KN_OK; i++) {
         char key[4096];
         kn_fused_key_text(irs[i], key, sizeof key);
@@ -87,21 +87,21 @@ kn_status kn_cpu_fused_compile(const kn_fused_ir *const *irs, int n, kn_fused_fn
         } else if (!made) { /* loaded before, failed before, or twice in this schedule */
             kn_stat_add(KN_STAT_CACHE_MEMORY_HITS, 1);
         } else {
-            todo[n_todo] = irs[i];
-            names[n_todo++] = entries[i]->name;
+            to_build[n_to_build] = irs[i];
+            names[n_to_build++] = entries[i]->name;
         }
     }
-    if (st == KN_OK && n_todo) {
-        char *source = kn_cpu_codegen_source(todo, names, n_todo);
-        st = source ? kn_jit_load(source, n_todo, names, got) : kn_last_status();
+    if (st == KN_OK && n_to_build) {
+        char *source = kn_cpu_codegen_source(to_build, names, n_to_build);
+        st = source ? kn_jit_load(source, n_to_build, names, got) : kn_last_status();
         free(source);
         for (int i = 0, m = 0; st == KN_OK && i < n; i++) /* the new entries, in the order they were made */
-            if (m < n_todo && entries[i]->name == names[m]) entries[i]->fn = (kn_fused_fn)got[m++];
+            if (m < n_to_build && entries[i]->name == names[m]) entries[i]->fn = (kn_fused_fn)got[m++];
     }
     for (int i = 0; i < n; i++) fns[i] = entries && entries[i] ? entries[i]->fn : NULL;
     pthread_mutex_unlock(&table_lock);
     free(entries);
-    free(todo);
+    free(to_build);
     free(names);
     free(got);
     return st;
