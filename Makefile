@@ -1,7 +1,8 @@
 # The README's commands. CMake does the building; this file only names the jobs.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
-JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+# `make -jN` runs N jobs (read from MAKEFLAGS in the recipes); otherwise one per core.
+JOBS       ?= $(or $(patsubst -j%,%,$(filter -j%,$(MAKEFLAGS))),$(shell nproc 2>/dev/null || echo 2))
 CMAKE_ARGS ?=
 
 .PHONY: all deps test test-asan bench demo install clean

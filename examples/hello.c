@@ -7,7 +7,7 @@ int main(void) {
     kn_manual_seed(0);
     kn_scope_push();
     kn_tensor *x = kn_randn(KN_SHAPE(2, 3), KN_F32);
-    kn_tensor *w = kn_ones(KN_SHAPE(3, 4), KN_F32);
+    kn_tensor *w = kn_randn(KN_SHAPE(3, 4), KN_F32);
     kn_tensor *y = kn_relu(kn_matmul(x, w));          /* queued; runs on the CPU stream */
     if (!y) {
         fprintf(stderr, "kiln: %s\n", kn_last_error());
