@@ -1,11 +1,12 @@
 # The README's commands. CMake does the building; this file only names the jobs.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 # `make -jN` runs N jobs (read from MAKEFLAGS in the recipes); otherwise one per core.
 JOBS       ?= $(or $(patsubst -j%,%,$(filter -j%,$(MAKEFLAGS))),$(shell nproc 2>/dev/null || echo 2))
 CMAKE_ARGS ?=
 
-.PHONY: all deps test test-asan bench demo install clean
+.PHONY: all deps test test-asan test-tsan bench demo install clean
 
 all: deps $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
@@ -28,6 +29,16 @@ test-asan: deps $(ASAN_BUILD)/Makefile
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(JOBS)
 
+# Data races between the host thread and the stream worker (ThreadSanitizer, a few suites).
+$(TSAN_BUILD)/Makefile:
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON \
+		-DKILN_TEST_CACHE=$(abspath $(BUILD))/test-cache $(CMAKE_ARGS)
+
+test-tsan: deps $(TSAN_BUILD)/Makefile
+	cmake --build $(TSAN_BUILD) --target tsan_tests -j $(JOBS)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:allocator_may_return_null=1 \
+		ctest --output-on-failure -L tsan -j $(JOBS)
+
 bench: all
 	cmake --build $(BUILD) --target benchmarks -j $(JOBS)
 	sh bench/run.sh $(BUILD)
@@ -40,4 +51,4 @@ install: all
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -377,6 +377,34 @@ static void test_debug_mode_data_errors(void) {
     kn_set_mode(mode);
 }
 
+/* The worker runs queued selects while the host drops and takes references to the same
+ * tensors: the kernel must read only the geometry it needs, never the whole header the host is
+ * updating (`make test-tsan` finds the race; here the values must still come out right). */
+static void test_select_kernels_run_while_the_host_releases_their_tensors(void) {
+    double table[6 * 4], iv[5] = {5, 0, 3, 3, 1};
+    for (int i = 0; i < 24; i++) table[i] = i;
+    kn_tensor *w = tensor_from(table, KN_SHAPE(6, 4), KN_F32);
+    kn_tensor *index = tensor_from(iv, KN_SHAPE(5), KN_I64);
+    kn_tensor *last = NULL;
+    for (int round = 0; round < 1000; round++) {
+        kn_scope_push();
+        kn_tensor *a = kn_embedding(index, w);
+        kn_tensor *b = kn_index_select(w, 0, index);
+        kn_release(kn_retain(w));
+        kn_release(kn_retain(index));
+        kn_release(a);
+        kn_keep(b);
+        kn_scope_pop();
+        kn_release(last);
+        last = b;
+    }
+    double want[5 * 4];
+    for (int r = 0; r < 5; r++)
+        for (int c = 0; c < 4; c++) want[r * 4 + c] = table[(int)iv[r] * 4 + c];
+    CHECK_CLOSE(last, want, tol_for(KN_F32), "index_select after 1000 rounds");
+    kn_release(last);
+}
+
 int main(void) {
     RUN(test_gather_matches_reference);
     RUN(test_scatter_last_duplicate_wins_and_add_sums);
@@ -392,5 +420,6 @@ int main(void) {
     RUN(test_empty);
     RUN(test_more_dtypes_and_forms);
     RUN(test_debug_mode_data_errors);
+    RUN(test_select_kernels_run_while_the_host_releases_their_tensors);
     return test_summary();
 }

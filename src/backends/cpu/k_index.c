@@ -142,13 +142,15 @@ static move_fn move_for(size_t esize, move_kind kind) {
 /* Size along dim of a tensor (a 0-d tensor counts as one element). */
 static int64_t dim_size(const kn_tensor *t, int64_t dim) { return t->ndim ? t->shape[dim] : 1; }
 
-/* Builds the walk, checks the index against TARGET's size along dim, runs fn, frees. */
-static kn_status run_walk(kn_node *n, const kn_tensor *w_shape, int dim, int64_t strides[KN_AX_COUNT][KN_MAX_DIMS],
-                          kn_tensor *index, int64_t target_size, move_fn fn, void *dst, const void *src) {
+/* Builds the walk over a W of this shape, checks the index against TARGET's size along dim,
+ * runs fn, frees. */
+static kn_status run_walk(kn_node *n, const int64_t *w_shape, int w_ndim, int dim,
+                          int64_t strides[KN_AX_COUNT][KN_MAX_DIMS], kn_tensor *index, int64_t target_size, move_fn fn,
+                          void *dst, const void *src) {
     kn_status st = kn_index_check_range(index, 0, target_size, kn_op_name(n->op), dim);
     if (st != KN_OK) return st;
     kn_axis_walk w;
-    if ((st = kn_axis_walk_make(&w, w_shape->shape, w_shape->ndim, dim, strides, index)) != KN_OK) return st;
+    if ((st = kn_axis_walk_make(&w, w_shape, w_ndim, dim, strides, index)) != KN_OK) return st;
     fn(&w, dst, src);
     kn_axis_walk_free(&w);
     return KN_OK;
@@ -162,21 +164,26 @@ static void copy_strides(int64_t *dst, const kn_tensor *t) {
 static kn_status select_kernel(kn_node *n) {
     kn_tensor *x = n->in[0], *index = n->in[1], *out = n->out[0];
     int dim = (int)n->attrs.i[0];
-    /* embedding's output is [..., D]: walk it as the [N, D] it is in memory. */
-    kn_tensor flat = *out;
-    if (n->op == KN_OP_embedding) {
-        flat.ndim = 2;
-        flat.shape[0] = kn_numel(index);
-        flat.shape[1] = x->shape[1];
-        flat.stride[0] = x->shape[1];
-        flat.stride[1] = 1;
-    }
     int64_t s[KN_AX_COUNT][KN_MAX_DIMS] = {{0}};
     copy_strides(s[KN_AX_TARGET], x);
-    copy_strides(s[KN_AX_OTHER], &flat);
     s[KN_AX_INDEX][dim] = index->ndim ? index->stride[0] : 0;
-    if (n->op == KN_OP_embedding) s[KN_AX_INDEX][0] = 1; /* contiguous, any shape */
-    return run_walk(n, &flat, dim, s, index, dim_size(x, dim), move_for(kn_dtype_size(x->dtype), MOVE_READ),
+    /* Only the geometry is copied: the worker must not read the header fields the host thread
+     * updates meanwhile (reference counts, scope, autograd). */
+    const int64_t *w_shape = out->shape;
+    int w_ndim = out->ndim;
+    int64_t flat_shape[2];
+    if (n->op == KN_OP_embedding) { /* the output [..., D] is walked as the [N, D] it is in memory */
+        flat_shape[0] = kn_numel(index);
+        flat_shape[1] = x->shape[1];
+        w_shape = flat_shape;
+        w_ndim = 2;
+        s[KN_AX_OTHER][0] = x->shape[1];
+        s[KN_AX_OTHER][1] = 1;
+        s[KN_AX_INDEX][0] = 1; /* contiguous, any shape */
+    } else {
+        copy_strides(s[KN_AX_OTHER], out);
+    }
+    return run_walk(n, w_shape, w_ndim, dim, s, index, dim_size(x, dim), move_for(kn_dtype_size(x->dtype), MOVE_READ),
                     kn_tensor_data(out), kn_tensor_data(x));
 }
 
@@ -187,7 +194,7 @@ static kn_status gather_kernel(kn_node *n) {
     copy_strides(s[KN_AX_TARGET], x);
     copy_strides(s[KN_AX_INDEX], index);
     copy_strides(s[KN_AX_OTHER], out);
-    return run_walk(n, index, dim, s, index, dim_size(x, dim), move_for(kn_dtype_size(x->dtype), MOVE_READ),
+    return run_walk(n, index->shape, index->ndim, dim, s, index, dim_size(x, dim), move_for(kn_dtype_size(x->dtype), MOVE_READ),
                     kn_tensor_data(out), kn_tensor_data(x));
 }
 
@@ -209,7 +216,7 @@ static kn_status scatter_kernel(kn_node *n) {
         copy_strides(s[KN_AX_OTHER], n->in[2]);
         src = kn_tensor_data(n->in[2]);
     }
-    return run_walk(n, index, dim, s, index, dim_size(out, dim),
+    return run_walk(n, index->shape, index->ndim, dim, s, index, dim_size(out, dim),
                     move_for(kn_dtype_size(out->dtype), fill ? MOVE_FILL : MOVE_WRITE), kn_tensor_data(out), src);
 }
 
