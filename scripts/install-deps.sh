@@ -2,7 +2,7 @@
 # Makes sure the Debian packages kiln builds against are present. As root it installs
 # what is missing; otherwise it prints the exact command and stops.
 set -e
-PACKAGES="cmake make gcc pkg-config libopenblas-dev libcjson-dev libxxhash-dev libpcre2-dev libutf8proc-dev libpng-dev"
+PACKAGES="cmake make gcc pkg-config libomp-dev libopenblas-dev libcjson-dev libxxhash-dev libpcre2-dev libutf8proc-dev libpng-dev"
 
 missing=""
 for p in $PACKAGES; do

@@ -69,8 +69,21 @@ static kn_status parse_shadow(const char *text, const char *what, int *code) {
     return KN_OK;
 }
 
+/* kiln's OpenMP threads sleep as soon as a parallel region ends, unless the user chose a
+ * policy: threads that spin take the cores kiln's stream worker, the host thread and other
+ * processes need next, 3-10x slower on shared cores (docs/decisions.md, "Waiting threads on
+ * shared cores"). libomp reads KMP_BLOCKTIME when it is first used, which is here; the variable
+ * then leaves the environment again, so the program's and its children's stay the user's. */
+static void openmp_waits_passively(void) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("KMP_BLOCKTIME")) return;
+    setenv("KMP_BLOCKTIME", "0", 0);
+    (void)omp_get_max_threads(); /* libomp starts and reads it */
+    unsetenv("KMP_BLOCKTIME");
+}
+
 static void start(void) {
     char msg[256];
+    openmp_waits_passively();
     const char *s = getenv("KILN_THREADS");
     int threads = s ? atoi(s) : 0;
     if (s && threads <= 0) {

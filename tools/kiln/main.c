@@ -1,9 +1,7 @@
 /* The kiln command: dispatches to its subcommands. */
-#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "commands.h"
 #include "kiln/kiln.h"
@@ -33,18 +31,7 @@ static void usage(FILE *f) {
                 "             OMP_WAIT_POLICY (passive unless set)\n");
 }
 
-/* libgomp's default keeps threads spinning after every parallel region; on a machine whose
- * cores are shared that takes the cores kiln's own threads need, and decode ran 5-10x slower
- * (docs/decisions.md). The policy is read once, when the library loads, so the command sets
- * it and starts itself again; a policy the user set is kept. */
-static void wait_passively(char **argv) {
-    if (getenv("OMP_WAIT_POLICY")) return;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv); /* returns only on failure: then run as we are */
-}
-
 int main(int argc, char **argv) {
-    wait_passively(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -1,4 +1,5 @@
 /* The shared training loop (train_loop.h). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "train_loop.h"
 
 #include <math.h>

@@ -5,6 +5,7 @@
  * statistics). With --save, the final weights are also written as DIR/resnetNN.safetensors,
  * a full torchvision state_dict (buffers included) that torchvision's resnetNN(num_classes=10)
  * loads. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
