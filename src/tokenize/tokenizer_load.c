@@ -25,7 +25,7 @@ kn_tokenizer *kn_tokenizer_load(const char *path) {
         snprintf(file, sizeof file, "%s/tokenizer.json", path);
     else
         snprintf(file, sizeof file, "%s", path);
-    cJSON *root = kn_hf_read_json(file);
+    cJSON *root = kn_hf_read_json(file, KN_HF_JSON_MAX_BYTES);
     if (!root) return NULL;
     kn_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
