@@ -480,6 +480,8 @@ static void test_out_of_range_config_numbers_are_errors_naming_the_key(void) {
          "config.json: \"eos_token_id\" is 10000000000", KN_ERR_IO},
         {"llama2", "{" LLAMA_SMALL ",\"num_hidden_layers\":1.5}", "config.json: \"num_hidden_layers\" is 1.5", KN_ERR_IO},
         {"llama2", "{" LLAMA_SMALL ",\"num_hidden_layers\":1,\"head_dim\":-2}", "\"head_dim\" is -2", KN_ERR_IO},
+        {"llama2", "{" LLAMA_SMALL ",\"num_hidden_layers\":1,\"num_attention_heads\":16}",
+         "\"head_dim\" is missing, and hidden_size / num_attention_heads is 0", KN_ERR_IO},
     };
     char dir[] = "/tmp/kiln_lm_range_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);

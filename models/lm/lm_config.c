@@ -117,6 +117,7 @@ static void read_llama(cfg_reader *r, lm_config *c, lm_family family) {
     }
     read_rope(r, c);
     if (r->ok && c->n_heads % c->n_kv_heads) cfg_fail(r, "num_key_value_heads", "must divide num_attention_heads");
+    else if (r->ok && c->head_dim < 1) cfg_fail(r, "head_dim", "is missing, and hidden_size / num_attention_heads is 0");
     else if (r->ok && c->head_dim % 2) cfg_fail(r, "head_dim", "must be even (rotary embeddings rotate pairs)");
 }
 
