@@ -80,10 +80,10 @@ static bool last_value_wins(cJSON *node) {
         if (at < 0) {
             first[kept] = c;
             ok = kn_strmap_put(&seen, c->string, strlen(c->string), kept++);
-        } else {
+        } else { /* the map takes c's key before the replacement frees the old one */
+            ok = kn_strmap_put(&seen, c->string, strlen(c->string), at);
             cJSON_ReplaceItemViaPointer(node, first[at], cJSON_DetachItemViaPointer(node, c));
             first[at] = c;
-            ok = kn_strmap_put(&seen, c->string, strlen(c->string), at); /* the old key string is gone */
         }
     }
     kn_strmap_free(&seen);
