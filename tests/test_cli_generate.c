@@ -3,9 +3,14 @@
  * and a fine-tuned checkpoint that `kiln generate` loads. */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -155,6 +160,42 @@ static void test_bad_input_is_a_clear_error(void) {
     CHECK(file_has(out_path, "generate"));
 }
 
+/* Weights are read in place (mmap): a file cut short under a running generate faults with
+ * SIGBUS at the next read of a lost page. kiln names the model directory, then dies of the
+ * signal as before. The signal is sent once kiln waits on its prompt file (a FIFO), by which
+ * time its handler is set. */
+static void test_sigbus_is_explained_naming_the_model_directory(void) {
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s/prompts.fifo", tmp);
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    const char *dir = model_dir("llama2");
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (err < 0 || out < 0 || dup2(err, 2) < 0 || dup2(out, 1) < 0 || putenv((char *)two_threads[0]) != 0) _exit(127);
+        execl(kiln, kiln, "generate", dir, "--prompt-file", fifo, (char *)NULL);
+        _exit(127);
+    }
+    /* a writer opens without blocking once kiln holds the FIFO for reading (a minute at most) */
+    int writer = -1, status = 0;
+    for (int tries = 0; pid > 0 && writer < 0 && tries < 6000 && waitpid(pid, &status, WNOHANG) == 0; tries++) {
+        writer = open(fifo, O_WRONLY | O_NONBLOCK);
+        if (writer < 0) nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+    }
+    CHECK_MSG(writer >= 0, "kiln generate never opened its prompt file");
+    if (pid > 0 && writer >= 0) {
+        kill(pid, SIGBUS);
+        waitpid(pid, &status, 0);
+    }
+    if (writer >= 0) close(writer);
+    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS, "kiln generate did not end by SIGBUS (status %d)", status);
+    CHECK(file_has(err_path, "kiln generate: SIGBUS: a file it reads in place (memory-mapped) shrank or was replaced"));
+    CHECK(file_has(err_path, dir));
+    unlink(fifo);
+}
+
 /* A token file that repeats a short cycle: easy to learn, so the loss falls in a few steps. */
 static void write_tokens(const char *path) {
     uint32_t tokens[2048];
@@ -218,6 +259,7 @@ int main(int argc, char **argv) {
     RUN(test_greedy_ids_match_transformers);
     RUN(test_text_is_streamed_and_cut_at_a_stop_string);
     RUN(test_bad_input_is_a_clear_error);
+    RUN(test_sigbus_is_explained_naming_the_model_directory);
     RUN(test_fine_tuning_lowers_the_loss_and_saves_a_model_generate_loads);
     cJSON_Delete(fixture);
     remove_tree(tmp);

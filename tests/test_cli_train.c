@@ -132,7 +132,7 @@ static void test_bad_checkpoints_and_options(void) {
     CHECK(run((const char *[]){"train", "gpt2", "--bogus", NULL}) == 2 && output_has("--bogus"));
     CHECK(run((const char *[]){"train", "gpt2", "--lr", "fast", NULL}) == 2 && output_has("--lr fast"));
     CHECK(run((const char *[]){"train", "gpt2", "--config", FIXTURE "/tokens.bin", "--data", FIXTURE "/tokens.bin", NULL}) == 2);
-    CHECK(output_has("not a JSON object"));
+    CHECK(output_has("not valid JSON"));
     CHECK(run((const char *[]){"train", "nosuch", NULL}) == 2 && output_has("unknown task"));
 }
 

@@ -320,7 +320,14 @@ static void test_generation_config_is_read_as_transformers_reads_it(void) {
     CHECK_ERROR(load_config_text("{\"top_p\": 1.5}", &o) == KN_OK, KN_ERR_IO, "top_p");
     CHECK_ERROR(load_config_text("{\"eos_token_id\": \"x\"}", &o) == KN_OK, KN_ERR_IO, "eos_token_id");
     CHECK_ERROR(load_config_text("{\"do_sample\": 1}", &o) == KN_OK, KN_ERR_IO, "do_sample");
-    CHECK_ERROR(load_config_text("{\"top_k\": ", &o) == KN_OK, KN_ERR_IO, "generation_config.json: not a JSON object");
+    CHECK_ERROR(load_config_text("{\"top_k\": ", &o) == KN_OK, KN_ERR_IO, "generation_config.json: not valid JSON");
+    /* integers must be integers in range; a bad file changes nothing */
+    CHECK_ERROR(load_config_text("{\"top_k\": 2.5}", &o) == KN_OK, KN_ERR_IO, "\"top_k\" is 2.5; it must be an integer");
+    CHECK_ERROR(load_config_text("{\"max_new_tokens\": 1e300}", &o) == KN_OK, KN_ERR_IO, "\"max_new_tokens\" is 1e+300");
+    CHECK_ERROR(load_config_text("{\"max_new_tokens\": 7, \"eos_token_id\": [2, 1e10]}", &o) == KN_OK, KN_ERR_IO,
+                "\"eos_token_id\" is 10000000000");
+    CHECK(o.max_new_tokens == 64 && o.n_eos == -1);
+    CHECK(load_config_text("{\"max_new_tokens\": 7, \"max_new_tokens\": 9}", &o) == KN_OK && o.max_new_tokens == 9);
     char path[512];
     snprintf(path, sizeof path, "%s/generation_config.json", tmp);
     unlink(path);

@@ -114,12 +114,12 @@ static void test_save_load_round_trip_and_bad_files(void) {
     CHECK_ERROR(gpt2_load_weights(c, FIXTURE "/tokens.bin") == KN_OK, KN_ERR_IO, "tokens.bin");
     CHECK(truncate(path, 64) == 0);
     CHECK_ERROR(gpt2_load_weights(b, path) == KN_OK, KN_ERR_IO, path);
-    CHECK_ERROR(gpt2_config_load(FIXTURE "/tokens.bin", &wider) == KN_OK, KN_ERR_IO, "not a JSON object");
+    CHECK_ERROR(gpt2_config_load(FIXTURE "/tokens.bin", &wider) == KN_OK, KN_ERR_IO, "not valid JSON");
     CHECK_ERROR(gpt2_config_load("/nonexistent/config.json", &wider) == KN_OK, KN_ERR_IO, "cannot open");
     FILE *f = fopen(path, "w");
     fputs("{\"model_type\": \"llama\", \"n_layer\": 2}", f);
     fclose(f);
-    CHECK_ERROR(gpt2_config_load(path, &wider) == KN_OK, KN_ERR_IO, "model_type is llama");
+    CHECK_ERROR(gpt2_config_load(path, &wider) == KN_OK, KN_ERR_IO, "\"model_type\" is \"llama\"");
     f = fopen(path, "w");
     fputs("{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"vocab_size\": -3}", f);
     fclose(f);
@@ -130,8 +130,41 @@ static void test_save_load_round_trip_and_bad_files(void) {
     kn_scope_pop();
 }
 
+/* gpt2_config_load of a config.json holding text. */
+static kn_status load_config_text(const char *text, gpt2_config *c) {
+    char path[] = "/tmp/kiln-gpt2-config-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    if (fd >= 0) close(fd);
+    kn_status st = gpt2_config_load(path, c);
+    unlink(path);
+    return st;
+}
+
+#define SMALL "\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"vocab_size\": 11, \"n_positions\": 5"
+
+/* Every number is range-checked before it becomes an int (shared/repro/cfg-*.json), and the
+ * file is read as Python's json reads it (transformers): no trailing bytes, the last of a
+ * repeated key. */
+static void test_config_numbers_are_checked_before_they_are_cast(void) {
+    gpt2_config c;
+    CHECK_ERROR(load_config_text("{\"n_layer\":6666666664}", &c) == KN_OK, KN_ERR_IO,
+                "\"n_layer\" is 6666666664; it must be an integer in [1, 2147483647]");
+    CHECK_ERROR(load_config_text("{\"model_type\":\"gpt2\",\"n_layer\":1,\"n_head\":1,\"n_embd\":600000000,"
+                                 "\"vocab_size\":8,\"n_positions\":8}", &c) == KN_OK,
+                KN_ERR_ARG, "4 * n_embd, overflows");
+    CHECK_ERROR(load_config_text("{" SMALL ", \"n_head\": 2.5}", &c) == KN_OK, KN_ERR_IO, "\"n_head\" is 2.5");
+    CHECK_ERROR(load_config_text("{" SMALL ", \"n_inner\": -1e300}", &c) == KN_OK, KN_ERR_IO, "\"n_inner\" is -1e+300");
+    CHECK_ERROR(load_config_text("{" SMALL ", \"layer_norm_epsilon\": 0}", &c) == KN_OK, KN_ERR_IO,
+                "\"layer_norm_epsilon\" is 0; it must be a finite number > 0");
+    CHECK_ERROR(load_config_text("{" SMALL ", \"resid_pdrop\": 1}", &c) == KN_OK, KN_ERR_IO, "\"resid_pdrop\" is 1");
+    CHECK_ERROR(load_config_text("{" SMALL "} {}", &c) == KN_OK, KN_ERR_IO, "bytes after the value");
+    CHECK(load_config_text("{" SMALL ", \"n_layer\": 3}\n", &c) == KN_OK && c.n_layer == 3 && c.n_inner == 0);
+}
+
 int main(void) {
     RUN(test_names_and_size_of_gpt2_small);
+    RUN(test_config_numbers_are_checked_before_they_are_cast);
     RUN(test_save_load_round_trip_and_bad_files);
     RUN(test_matches_pytorch_on_the_fixture);
     return test_summary();

@@ -149,6 +149,19 @@ static void test_bad_directories(void) {
     CHECK_ERROR(kn_hf_weights_open(path_in("ghost", "")) != NULL, KN_ERR_IO, "no shard holds it");
     write_sharded("badjson", "{\"weight_map\": {\"a\": ");
     CHECK_ERROR(kn_hf_weights_open(path_in("badjson", "")) != NULL, KN_ERR_IO, "not valid JSON");
+    /* the index is read as Python's json reads it: nothing after the value; a repeated key
+     * keeps its last value (here the right shard) */
+    write_sharded("trailing", "{\"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\", \"b\": "
+                              "\"model-00002-of-00002.safetensors\", \"c\": \"model-00002-of-00002.safetensors\"}} x");
+    CHECK_ERROR(kn_hf_weights_open(path_in("trailing", "")) != NULL, KN_ERR_IO,
+                "model.safetensors.index.json: not valid JSON (bytes after the value, line 1)");
+    write_sharded("repeated", "{\"weight_map\": {\"a\": \"model-00002-of-00002.safetensors\", \"b\": "
+                              "\"model-00002-of-00002.safetensors\", \"c\": \"model-00002-of-00002.safetensors\", "
+                              "\"a\": \"model-00001-of-00002.safetensors\"}}");
+    kn_hf_weights *repeated = kn_hf_weights_open(path_in("repeated", ""));
+    CHECK_MSG(repeated && kn_hf_weights_count(repeated) == 3, "%s", kn_last_error());
+    CHECK(repeated && strstr(kn_hf_weights_file(repeated, kn_hf_weights_find(repeated, "a")), "model-00001-of-00002"));
+    kn_hf_weights_close(repeated);
     write_sharded("nomap", "{\"metadata\": {}}");
     CHECK_ERROR(kn_hf_weights_open(path_in("nomap", "")) != NULL, KN_ERR_IO, "\"weight_map\" is missing");
     write_sharded("escape", "{\"weight_map\": {\"a\": \"../single/model.safetensors\"}}");

@@ -1,6 +1,7 @@
-/* Language models of lm.h (GPT-2, Llama 2 and 3, Qwen2, Qwen3) against the transformers
+/* Language models of lm.h (GPT-2, Llama 2 and 3, Mistral, Qwen2, Qwen3) against the transformers
  * fixtures of tests/fixtures/make_lm_fixtures.py: logits, greedy tokens, loss, the KV cache,
- * left padding, sharded and f16/bf16 files, the meta device, rope scaling, and bad input.
+ * left padding, sharded and f16/bf16 files, the meta device, rope scaling, Mistral's sliding
+ * window, and bad input (configs checked field by field and against the weights' headers).
  *
  * Logits are compared by the largest difference relative to the largest reference logit of
  * the sequence: max|kiln - ref| / max|ref| (a per-element relative measure is meaningless
@@ -14,19 +15,20 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "lm/json_file.h"
 #include "lm/lm.h"
 
 #define LM_DIR KILN_SOURCE_DIR "/tests/fixtures/lm/"
 
-/* Every family, and two one-layer models whose forward scales rope (dynamic, yarn). */
-static const char *const FAMILIES[] = {"gpt2", "llama2", "llama3", "qwen2", "qwen3", "llama_dynamic", "qwen2_yarn"};
+/* Every family, and two one-layer models whose forward scales rope (dynamic, yarn). Mistral's
+ * sliding window (4) is shorter than the sequences. */
+static const char *const FAMILIES[] = {"gpt2",  "llama2", "llama3",        "mistral",
+                                       "qwen2", "qwen3",  "llama_dynamic", "qwen2_yarn"};
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof *FAMILIES))
 
 static cJSON *reference(const char *name) {
     char path[512];
     snprintf(path, sizeof path, LM_DIR "%s/reference.json", name);
-    return json_file_read(path);
+    return kn_hf_read_json(path, KN_HF_JSON_MAX_BYTES);
 }
 
 static kn_tensor *ids_tensor(const cJSON *list, int64_t rows) {
@@ -135,10 +137,11 @@ static void test_greedy_tokens_match_generate(void) {
     }
 }
 
-/* Prefill of 3 tokens then one token at a time gives the rows of one uncached forward. */
+/* Prefill of 3 tokens then one token at a time gives the rows of one uncached forward (for
+ * Mistral, the decode steps past its window too). */
 static void test_cached_decode_equals_uncached_forward(void) {
-    const char *names[] = {"gpt2", "llama3", "qwen3"};
-    for (int f = 0; f < 3; f++) {
+    const char *names[] = {"gpt2", "llama3", "qwen3", "mistral"};
+    for (int f = 0; f < 4; f++) {
         lm *m = load(names[f], KN_CPU, KN_DTYPE_COUNT);
         cJSON *ref = reference(names[f]);
         const cJSON *seq = cJSON_GetArrayItem(cJSON_GetObjectItem(ref, "seqs"), 0);
@@ -341,7 +344,7 @@ static void test_saved_weights_load_back(void) {
 }
 
 static void test_rope_frequencies_match_transformers(void) {
-    cJSON *root = json_file_read(LM_DIR "rope.json");
+    cJSON *root = kn_hf_read_json(LM_DIR "rope.json", KN_HF_JSON_MAX_BYTES);
     const cJSON *c;
     CHECK(root != NULL);
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
@@ -383,9 +386,11 @@ static void sh(const char *fmt, const char *a, const char *b) {
     CHECK_MSG(system(cmd) == 0, "%s", cmd);
 }
 
-/* The llama3 config with `from` replaced by `to`. */
-static void edited_config(const char *dir, const char *from, const char *to) {
-    cJSON *c = json_file_read(LM_DIR "llama3/config.json");
+/* dir/config.json: fixture model's config (as cJSON prints it) with `from` replaced by `to`. */
+static void edit_config_of(const char *model, const char *dir, const char *from, const char *to) {
+    char source[512];
+    snprintf(source, sizeof source, LM_DIR "%s/config.json", model);
+    cJSON *c = kn_hf_read_json(source, KN_HF_JSON_MAX_BYTES);
     char *text = cJSON_Print(c), *at = text ? strstr(text, from) : NULL, out[4096], path[600];
     CHECK(at != NULL);
     if (at) {
@@ -397,6 +402,8 @@ static void edited_config(const char *dir, const char *from, const char *to) {
     cJSON_Delete(c);
 }
 
+static void edited_config(const char *dir, const char *from, const char *to) { edit_config_of("llama3", dir, from, to); }
+
 static void test_bad_input_is_an_error_naming_the_file(void) {
     char dir[] = "/tmp/kiln_lm_bad_XXXXXX", path[600];
     CHECK(mkdtemp(dir) != NULL);
@@ -404,9 +411,10 @@ static void test_bad_input_is_an_error_naming_the_file(void) {
     CHECK_ERROR(lm_load(dir, NULL) != NULL, KN_ERR_IO, "config.json: cannot open");
     snprintf(path, sizeof path, "%s/config.json", dir);
     write_text(path, "{\"model_type\": \"bert\"}");
-    CHECK_ERROR(lm_config_load(path, &cfg) == KN_OK, KN_ERR_IO, "model_type \"bert\" is not one kiln runs");
+    CHECK_ERROR(lm_config_load(path, &cfg) == KN_OK, KN_ERR_IO,
+                "model_type \"bert\" is not one kiln runs (it runs gpt2, llama, mistral, qwen2, qwen3)");
     write_text(path, "{\"model_type\": \"llama\", \"vocab_size\": 512");
-    CHECK_ERROR(lm_config_load(path, &cfg) == KN_OK, KN_ERR_IO, "not a JSON object");
+    CHECK_ERROR(lm_config_load(path, &cfg) == KN_OK, KN_ERR_IO, "not valid JSON");
     edited_config(dir, "\"hidden_size\":", "\"hidden_width\":");
     CHECK_ERROR(lm_load(dir, NULL) != NULL, KN_ERR_IO, "\"hidden_size\" is missing");
     edited_config(dir, "\"num_key_value_heads\":\t2", "\"num_key_value_heads\":\t3");
@@ -445,6 +453,139 @@ static void test_bad_input_is_an_error_naming_the_file(void) {
     remove_tree(dir);
 }
 
+/* dir/config.json holding text, beside a link to the weights of fixture `model`. */
+static void config_beside_weights(const char *dir, const char *model, const char *text) {
+    char path[600], target[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_text(path, text);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(target, sizeof target, LM_DIR "%s/model.safetensors", model);
+    unlink(path);
+    CHECK(symlink(target, path) == 0);
+}
+
+#define LLAMA_SMALL "\"model_type\":\"llama\",\"vocab_size\":8,\"hidden_size\":8,\"intermediate_size\":8,\"num_attention_heads\":1"
+
+/* Numbers that overflowed their int casts (the configs of shared/repro, beside the weights of
+ * a fixture model of their family) are errors naming the file and the key. */
+static void test_out_of_range_config_numbers_are_errors_naming_the_key(void) {
+    struct { const char *model, *config, *words; kn_status code; } cases[] = {
+        {"gpt2", "{\"model_type\":\"gpt2\",\"n_layer\":6666666664}",
+         "config.json: \"n_layer\" is 6666666664; it must be an integer in [1, 2147483647]", KN_ERR_IO},
+        {"gpt2", "{\"model_type\":\"gpt2\",\"n_layer\":1,\"n_head\":1,\"n_embd\":600000000,\"vocab_size\":8,\"n_positions\":8}",
+         "config.json: gpt2: n_embd 600000000 is too large: the MLP's width, 4 * n_embd, overflows", KN_ERR_ARG},
+        {"llama2", "{" LLAMA_SMALL ",\"num_hidden_layers\":1,\"bos_token_id\":1e10}",
+         "config.json: \"bos_token_id\" is 10000000000; it must be an integer in [0, 2147483647]", KN_ERR_IO},
+        {"llama2", "{" LLAMA_SMALL ",\"num_hidden_layers\":1,\"eos_token_id\":[1e10]}",
+         "config.json: \"eos_token_id\" is 10000000000", KN_ERR_IO},
+        {"llama2", "{" LLAMA_SMALL ",\"num_hidden_layers\":1.5}", "config.json: \"num_hidden_layers\" is 1.5", KN_ERR_IO},
+        {"llama2", "{" LLAMA_SMALL ",\"num_hidden_layers\":1,\"head_dim\":-2}", "\"head_dim\" is -2", KN_ERR_IO},
+        {"llama2", "{" LLAMA_SMALL ",\"num_hidden_layers\":1,\"num_attention_heads\":16}",
+         "\"head_dim\" is missing, and hidden_size / num_attention_heads is 0", KN_ERR_IO},
+    };
+    char dir[] = "/tmp/kiln_lm_range_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        config_beside_weights(dir, cases[i].model, cases[i].config);
+        CHECK_ERROR(lm_load(dir, NULL) != NULL, cases[i].code, cases[i].words);
+    }
+    remove_tree(dir);
+}
+
+/* Float fields are checked where they are read (a message naming the file and the key), not
+ * left to fail later. */
+static void test_float_fields_out_of_range_are_refused(void) {
+    char dir[] = "/tmp/kiln_lm_float_XXXXXX", path[600];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    lm_config cfg;
+    struct { const char *from, *to, *words; } cases[] = {
+        {"\"rope_theta\":\t500000", "\"rope_theta\":\t0", "\"rope_parameters.rope_theta\" is 0; it must be a finite number > 0"},
+        {"\"rope_theta\":\t500000", "\"rope_theta\":\t-1", "\"rope_parameters.rope_theta\" is -1"},
+        {"\"rope_theta\":\t500000", "\"rope_theta\":\t1e999", "\"rope_parameters.rope_theta\" is inf"},
+        {"\"factor\":\t8", "\"factor\":\t-8", "\"rope_parameters.factor\" is -8"},
+        {"\"low_freq_factor\":\t1", "\"low_freq_factor\":\t5", "\"rope_parameters.high_freq_factor\" must be above"},
+        {"\"rms_norm_eps\":\t1e-05", "\"rms_norm_eps\":\t0", "\"rms_norm_eps\" is 0; it must be a finite number > 0"},
+        {"\"attention_dropout\":\t0", "\"attention_dropout\":\t1", "\"attention_dropout\" is 1"},
+        {"\"tie_word_embeddings\":\ttrue", "\"tie_word_embeddings\":\t1", "\"tie_word_embeddings\" is 1; it must be true or false"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        edited_config(dir, cases[i].from, cases[i].to);
+        CHECK_ERROR(lm_config_load(path, &cfg) == KN_OK, KN_ERR_IO, cases[i].words);
+    }
+    remove_tree(dir);
+}
+
+/* config.json is read as Python's json reads it: a repeated key keeps its last value, bytes
+ * after the value are an error, and a file past the size cap is refused by name. */
+static void test_config_json_is_read_as_transformers_reads_it(void) {
+    char dir[] = "/tmp/kiln_lm_json_XXXXXX", path[600];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    lm_config cfg;
+    edited_config(dir, "\"architectures\"", "\"num_hidden_layers\": 7, \"architectures\"");
+    CHECK(lm_config_load(path, &cfg) == KN_OK && cfg.n_layers == 2); /* the file's later 2 wins */
+    edited_config(dir, "\"vocab_size\":\t512", "\"vocab_size\":\t512, \"num_hidden_layers\": 3");
+    CHECK(lm_config_load(path, &cfg) == KN_OK && cfg.n_layers == 3);
+    edited_config(dir, "\"vocab_size\":\t512\n}", "\"vocab_size\":\t512\n}\n}");
+    CHECK_ERROR(lm_config_load(path, &cfg) == KN_OK, KN_ERR_IO, "config.json: not valid JSON (bytes after the value, line");
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fputc('{', f) != EOF);
+    for (int i = 0; f && i < (17 << 20) / 64; i++) fputs("                                                                ", f);
+    if (f) fputs("}", f), fclose(f);
+    CHECK_ERROR(lm_config_load(path, &cfg) == KN_OK, KN_ERR_IO, "config.json: larger than 16 MiB, kiln's limit");
+    remove_tree(dir);
+}
+
+/* A config is held against the weights' headers before anything is built from it: a layer
+ * count or a head_dim the weights do not have is an error naming the key at once (not hours
+ * of building 100000 layers, or gigabytes of rotary tables, before the shapes are compared). */
+static void test_config_is_checked_against_the_weights_before_building(void) {
+    char dir[] = "/tmp/kiln_lm_headers_XXXXXX", link[600];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(link, sizeof link, "%s/model.safetensors", dir);
+    CHECK(symlink(LM_DIR "llama3/model.safetensors", link) == 0);
+    edited_config(dir, "\"num_hidden_layers\":\t2", "\"num_hidden_layers\":\t100000");
+    CHECK_ERROR(lm_load(dir, NULL) != NULL, KN_ERR_SHAPE,
+                "model.safetensors: no tensor 'model.layers.99999.input_layernorm.weight', which");
+    CHECK_ERROR(lm_load(dir, NULL) != NULL, KN_ERR_SHAPE, "config.json's num_hidden_layers 100000 needs");
+    edited_config(dir, "\"head_dim\":\t16", "\"head_dim\":\t1000000000");
+    CHECK_ERROR(lm_load(dir, NULL) != NULL, KN_ERR_SHAPE,
+                "config.json: num_attention_heads 4 and head_dim 1000000000 make 'model.layers.0.self_attn.q_proj.weight' "
+                "[4000000000, 64], but");
+    edited_config(dir, "\"vocab_size\":\t512", "\"vocab_size\":\t2147483647");
+    CHECK_ERROR(lm_load(dir, NULL) != NULL, KN_ERR_SHAPE, "vocab_size 2147483647 and hidden_size 64 make");
+    unlink(link);
+    CHECK(symlink(LM_DIR "gpt2/model.safetensors", link) == 0);
+    edit_config_of("gpt2", dir, "\"n_layer\":\t2", "\"n_layer\":\t100000");
+    CHECK_ERROR(lm_load(dir, NULL) != NULL, KN_ERR_SHAPE, "no tensor 'h.99999.ln_1.weight', which");
+    remove_tree(dir);
+}
+
+/* Mistral's sliding_window: absent is transformers' default (4096), null is none, and the
+ * window is what makes the fixture's logits (without it they differ). */
+static void test_mistral_sliding_window_config(void) {
+    char dir[] = "/tmp/kiln_lm_window_XXXXXX", path[600];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    lm_config cfg;
+    CHECK(lm_config_load(LM_DIR "mistral/config.json", &cfg) == KN_OK && cfg.family == LM_MISTRAL &&
+          cfg.sliding_window == 4 && !cfg.attention_bias);
+    edit_config_of("mistral", dir, "\"sliding_window\":\t4,", "");
+    CHECK(lm_config_load(path, &cfg) == KN_OK && cfg.sliding_window == 4096);
+    edit_config_of("mistral", dir, "\"sliding_window\":\t4", "\"sliding_window\":\t0");
+    CHECK_ERROR(lm_config_load(path, &cfg) == KN_OK, KN_ERR_IO, "\"sliding_window\" is 0");
+    edit_config_of("mistral", dir, "\"sliding_window\":\t4", "\"sliding_window\":\tnull");
+    CHECK(lm_config_load(path, &cfg) == KN_OK && cfg.sliding_window == 0);
+    config_beside_weights(dir, "mistral", ""); /* the link; the config is written again below */
+    edit_config_of("mistral", dir, "\"sliding_window\":\t4", "\"sliding_window\":\tnull");
+    lm *m = lm_load(dir, NULL);
+    double err = logits_error(m, "mistral");
+    CHECK_MSG(err > 1e-2, "without its window, mistral's logits still match (%.3g): the window does not matter", err);
+    lm_free(m);
+    remove_tree(dir);
+}
+
 int main(void) {
     RUN(test_logits_match_transformers_in_f32);
     RUN(test_greedy_tokens_match_generate);
@@ -459,5 +600,10 @@ int main(void) {
     RUN(test_saved_weights_load_back);
     RUN(test_rope_frequencies_match_transformers);
     RUN(test_bad_input_is_an_error_naming_the_file);
+    RUN(test_out_of_range_config_numbers_are_errors_naming_the_key);
+    RUN(test_float_fields_out_of_range_are_refused);
+    RUN(test_config_json_is_read_as_transformers_reads_it);
+    RUN(test_config_is_checked_against_the_weights_before_building);
+    RUN(test_mistral_sliding_window_config);
     return test_summary();
 }

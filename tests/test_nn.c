@@ -134,6 +134,41 @@ static void test_tied_weights_are_listed_once_as_parameters(void) {
     kn_module_free(m);
 }
 
+/* A module with 300000 members of each kind: names are hashed, so registering, listing and
+ * looking up stay linear (with a scan of earlier names this takes hours), and the rules
+ * hold at that size: unique names, tied handles listed once as parameters. */
+static void test_a_module_with_many_members_keeps_its_rules(void) {
+    enum { N = 300000 };
+    kn_scope_push();
+    kn_module *m = kn_module_alloc(sizeof *m, "Wide");
+    kn_tensor *all = kn_zeros(KN_SHAPE(N), KN_F32);
+    char name[32];
+    bool ok = m && all;
+    for (int i = 0; ok && i < N; i++) {
+        snprintf(name, sizeof name, "p%d", i);
+        ok = kn_module_param(m, name, kn_narrow(all, 0, i, 1)) != NULL;
+        snprintf(name, sizeof name, "c%d", i);
+        ok = ok && kn_module_add(m, name, kn_module_alloc(sizeof(kn_module), "Child")) != NULL;
+    }
+    CHECK_MSG(ok, "%s", kn_last_error());
+    kn_module *last = m->children[N - 1];
+    CHECK(kn_module_param(last, "w", kn_narrow(all, 0, N - 1, 1)) != NULL); /* tied to p<N-1> */
+    CHECK_ERROR(kn_module_param(m, "c123456", all) != NULL, KN_ERR_ARG, "already has a member named \"c123456\"");
+    CHECK_ERROR(kn_module_add(m, "p7", kn_module_alloc(sizeof(kn_module), "Child")) != NULL, KN_ERR_ARG, "\"p7\"");
+    kn_clear_error();
+    CHECK(kn_module_get(m, "p299998") == m->params[N - 2]);
+    snprintf(name, sizeof name, "c%d.w", N - 1);
+    CHECK(kn_module_get(m, name) == last->params[0]);
+    CHECK_ERROR(kn_module_get(m, "c5.p5") != NULL, KN_ERR_ARG, "no parameter or buffer named \"c5.p5\"");
+    kn_named_tensors params = {0}, state = {0};
+    CHECK(kn_module_named(m, KN_PARAMS, &params) == KN_OK && kn_module_named(m, KN_STATE, &state) == KN_OK);
+    CHECK(params.count == N && state.count == N + 1 && !strcmp(state.names[N], name));
+    CHECK(params.count == N && !strcmp(params.names[N - 1], "p299999"));
+    kn_named_tensors_free(&params), kn_named_tensors_free(&state);
+    kn_module_free(m);
+    kn_scope_pop();
+}
+
 static void test_train_eval_propagates(void) {
     kn_module *m = tiny_model();
     block *b0 = (block *)m->children[1]->children[0];
@@ -838,6 +873,7 @@ static void test_gradients_of_blocks(void) {
 int main(void) {
     RUN(test_state_names_follow_pytorch);
     RUN(test_tied_weights_are_listed_once_as_parameters);
+    RUN(test_a_module_with_many_members_keeps_its_rules);
     RUN(test_train_eval_propagates);
     RUN(test_registration_errors);
     RUN(test_initializers_have_the_right_statistics);

@@ -490,7 +490,10 @@ static void test_damaged_files_are_refused(void) {
         {"{\"wte.weight\": {\"dtype\": \"F32\", \"shape\": [5, 10], \"data_offsets\": [0, 100]}}", 100,
          "tensor 'wte.weight': data_offsets [0, 100] hold 100 bytes but F32[5, 10] needs 200"},
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296, 4294967296], \"data_offsets\": [0, 4]}}", 4,
-         "F32[4294967296, 4294967296, 4294967296] has more than 2^64 bytes"},
+         "F32[4294967296, 4294967296, 4294967296] is too large"},
+        /* empty, but its strides (2^53 * 2^53) overflow int64: shared/repro/st-empty-tensor-huge-dims */
+        {"{\"z\": {\"dtype\": \"F32\", \"shape\": [0, 9007199254740992, 9007199254740992], \"data_offsets\": [0, 0]}}", 0,
+         "tensor 'z': F32[0, 9007199254740992, 9007199254740992] is too large"},
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
          " \"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}}", 12,
          "tensor 'b' [4, 12] overlaps tensor 'a' [0, 8]"},
@@ -517,6 +520,16 @@ static void test_damaged_files_are_refused(void) {
     write_st(p, deep, NULL, 0);
     EXPECT_BAD(p, "not valid JSON");
     free(deep);
+
+    /* An empty tensor whose non-zero dims multiply to under 2^63 opens, with int64 strides. */
+    write_st(p, "{\"z\": {\"dtype\": \"F32\", \"shape\": [0, 2147483648, 2147483648], \"data_offsets\": [0, 0]}}", NULL, 0);
+    kn_safetensors *empty = kn_safetensors_open(p);
+    kn_tensor *z = empty ? kn_safetensors_get(empty, "z", KN_CPU) : NULL;
+    kn_shape strides = kn_strides_of(z);
+    CHECK_MSG(z && kn_numel(z) == 0 && strides.v[0] == (int64_t)1 << 62 && strides.v[1] == (int64_t)1 << 31 &&
+                  strides.v[2] == 1, "%s", kn_last_error());
+    kn_release(z);
+    kn_safetensors_close(empty);
 
     /* A bool byte other than 0 or 1 opens (the header is sound) but is refused on reading. */
     write_st(p, "{\"m\": {\"dtype\": \"BOOL\", \"shape\": [3], \"data_offsets\": [0, 3]}}", "\1\0\2", 3);

@@ -111,6 +111,15 @@ static void test_huge_allocation_is_an_error(void) {
     CHECK_ERROR(u != NULL, KN_ERR_OOM, "bytes");
 }
 
+/* An empty tensor's strides are products of its non-zero dims: ones past int64 are refused. */
+static void test_empty_tensor_with_overflowing_strides_is_an_error(void) {
+    int64_t big = (int64_t)1 << 53;
+    CHECK_ERROR(kn_empty(KN_SHAPE(0, big, big), KN_F32) != NULL, KN_ERR_SHAPE, "multiply past 2^63");
+    kn_tensor *t = kn_empty(KN_SHAPE(0, (int64_t)1 << 31, (int64_t)1 << 31), KN_F32);
+    CHECK(t && kn_numel(t) == 0 && kn_stride(t, 0) == (int64_t)1 << 62 && kn_stride(t, 1) == (int64_t)1 << 31);
+    kn_release(t);
+}
+
 static void test_negative_size_is_an_error(void) {
     CHECK_ERROR(kn_zeros(KN_SHAPE(2, -3), KN_F32) != NULL, KN_ERR_SHAPE, "negative size");
 }
@@ -181,6 +190,7 @@ int main(void) {
     RUN(test_release_outside_scope_frees);
     RUN(test_allocator_reuses_blocks_and_tracks_peak);
     RUN(test_huge_allocation_is_an_error);
+    RUN(test_empty_tensor_with_overflowing_strides_is_an_error);
     RUN(test_negative_size_is_an_error);
     RUN(test_null_inputs_keep_first_error);
     RUN(test_meta_device_has_shapes_without_values);

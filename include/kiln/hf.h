@@ -57,6 +57,18 @@ size_t kn_hf_weights_bytes(const kn_hf_weights *w);
  * to float dtypes only). See the top of this file for when it is a view of the mapping. */
 kn_tensor *kn_hf_weights_get(kn_hf_weights *w, const char *name, kn_device device, kn_dtype dtype);
 
+/* ---- the directory's JSON files -----------------------------------------------------------------
+ * One reader for config.json, generation_config.json, tokenizer.json and the shard index, as
+ * strict as Python's json module that transformers reads them with: nothing but whitespace
+ * after the value, and a key repeated in an object keeps its last value (at its first place).
+ * Files are read whole, so each kind has a size cap (an error naming the file and the cap). */
+#define KN_HF_CONFIG_MAX_BYTES ((size_t)16 << 20) /* config.json, generation_config.json */
+#define KN_HF_JSON_MAX_BYTES ((size_t)256 << 20)  /* tokenizer.json, model.safetensors.index.json */
+struct cJSON;
+/* The parsed object (free it with cJSON_Delete), or NULL with KN_ERR_IO naming the file and the
+ * problem: missing, unreadable, over max_bytes, not JSON (with the line), not an object. */
+struct cJSON *kn_hf_read_json(const char *path, size_t max_bytes);
+
 /* ---- loading a module tree -------------------------------------------------------------------
  * For every parameter and buffer of `module` (kn_module_named(KN_STATE)), takes the file's
  * tensor under the same name (or the name `rename` writes into buf, returning buf, or NULL

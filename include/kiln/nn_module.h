@@ -52,6 +52,7 @@ struct kn_module {
     char **param_names, **buffer_names, **child_names;
     kn_tensor **params, **buffers;
     kn_module **children;
+    void *members;                /* name -> parameter, buffer or child: a hash map (module.c) */
 };
 
 /* A zeroed module struct of `size` bytes (at least sizeof(kn_module)) whose base is set up,

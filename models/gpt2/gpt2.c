@@ -16,6 +16,10 @@ kn_status gpt2_config_check(const gpt2_config *c) {
     if (c->n_layer < 1 || c->n_head < 1 || c->n_embd < 1 || c->vocab_size < 1 || c->n_positions < 1 || c->n_inner < 0)
         return kn_set_error(KN_ERR_ARG, "gpt2: n_layer %d, n_head %d, n_embd %d, vocab %d, n_positions %d must all be positive",
                             c->n_layer, c->n_head, c->n_embd, c->vocab_size, c->n_positions);
+    int inner;
+    if (!c->n_inner && __builtin_mul_overflow(c->n_embd, 4, &inner))
+        return kn_set_error(KN_ERR_ARG, "gpt2: n_embd %d is too large: the MLP's width, 4 * n_embd, overflows an int",
+                            c->n_embd);
     if (c->n_embd % c->n_head)
         return kn_set_error(KN_ERR_ARG, "gpt2: n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
     if (!(c->layer_norm_epsilon > 0))

@@ -3,58 +3,40 @@
 #include <string.h>
 
 #include "gpt2/gpt2.h"
-#include "lm/json_file.h"
+#include "lm/config_reader.h"
 
-/* An integer key (alt: an older name for it, or NULL); def when absent and def >= 0. */
-static bool int_key(const char *path, const cJSON *root, const char *key, const char *alt, int def, int *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!v && alt) v = cJSON_GetObjectItemCaseSensitive(root, alt);
-    if (!v && def >= 0) {
-        *out = def;
-        return true;
-    }
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < 1) {
-        kn_set_error(KN_ERR_IO, "%s: \"%s\" is %s; it must be a positive integer", path, key,
-                     v ? "not a positive integer" : "missing");
-        return false;
-    }
-    *out = (int)v->valuedouble;
-    return true;
+/* A size key (alt: an older name for it, or NULL): required. */
+static int size_key(cfg_reader *r, const char *key, const char *alt) {
+    if (alt && !cfg_item(r->root, key) && cfg_item(r->root, alt)) key = alt;
+    return (int)cfg_int(r, r->root, key, 1, INT32_MAX, CFG_REQUIRED);
 }
 
 kn_status gpt2_config_load(const char *path, gpt2_config *out) {
-    cJSON *root = json_file_read(path);
-    if (!root) return kn_last_status();
+    cfg_reader r;
+    if (!cfg_open(&r, path)) return kn_last_status();
     gpt2_config c = gpt2_config_124m();
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon");
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "activation_function");
-    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
-    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(root, "resid_pdrop");
-    const cJSON *inner = cJSON_GetObjectItemCaseSensitive(root, "n_inner");
-    kn_status st = KN_OK;
-    if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "gpt2") != 0))
-        st = kn_set_error(KN_ERR_IO, "%s: model_type is %s; GPT-2 needs \"gpt2\"", path,
-                          cJSON_IsString(type) ? type->valuestring : "not a string");
-    else if (!int_key(path, root, "n_layer", NULL, -1, &c.n_layer) || !int_key(path, root, "n_head", NULL, -1, &c.n_head) ||
-             !int_key(path, root, "n_embd", NULL, -1, &c.n_embd) ||
-             !int_key(path, root, "vocab_size", NULL, -1, &c.vocab_size) ||
-             !int_key(path, root, "n_positions", "n_ctx", -1, &c.n_positions) ||
-             (inner && !cJSON_IsNull(inner) && !int_key(path, root, "n_inner", NULL, -1, &c.n_inner)))
-        st = kn_last_status();
-    else if (eps && !cJSON_IsNumber(eps))
-        st = kn_set_error(KN_ERR_IO, "%s: layer_norm_epsilon is not a number", path);
-    else if (act && (!cJSON_IsString(act) || (strcmp(act->valuestring, "gelu_new") != 0 &&
-                                               strcmp(act->valuestring, "gelu_pytorch_tanh") != 0)))
-        st = kn_set_error(KN_ERR_IO, "%s: activation_function %s is not supported (gelu_new)", path,
-                          cJSON_IsString(act) ? act->valuestring : "(not a string)");
-    if (st == KN_OK) {
-        if (eps) c.layer_norm_epsilon = eps->valuedouble;
-        if (cJSON_IsBool(tie)) c.tie_word_embeddings = cJSON_IsTrue(tie);
-        c.dropout = cJSON_IsNumber(drop) ? drop->valuedouble : 0;
-        st = gpt2_config_check(&c);
+    const char *type = cfg_string(&r, r.root, "model_type");
+    if (type && strcmp(type, "gpt2") != 0) cfg_fail(&r, "model_type", "is \"%s\"; GPT-2 needs \"gpt2\"", type);
+    c.n_layer = size_key(&r, "n_layer", NULL);
+    c.n_head = size_key(&r, "n_head", NULL);
+    c.n_embd = size_key(&r, "n_embd", NULL);
+    c.vocab_size = size_key(&r, "vocab_size", NULL);
+    c.n_positions = size_key(&r, "n_positions", "n_ctx");
+    c.n_inner = (int)cfg_int(&r, r.root, "n_inner", 1, INT32_MAX, 0); /* null: 4 * n_embd */
+    c.layer_norm_epsilon = cfg_positive(&r, r.root, "layer_norm_epsilon", c.layer_norm_epsilon);
+    const char *act = cfg_string(&r, r.root, "activation_function");
+    if (act && strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0)
+        cfg_fail(&r, "activation_function", "is \"%s\"; kiln runs GPT-2 with gelu_new", act);
+    c.tie_word_embeddings = cfg_bool(&r, r.root, "tie_word_embeddings", c.tie_word_embeddings);
+    c.dropout = cfg_num(&r, r.root, "resid_pdrop", 0, 1, 0);
+    if (c.dropout == 1) cfg_fail(&r, "resid_pdrop", "is 1; it must be below 1");
+    cfg_close(&r);
+    kn_status st = r.ok ? gpt2_config_check(&c) : kn_last_status();
+    if (r.ok && st != KN_OK) { /* the check's message, with the file */
+        char why[512];
+        snprintf(why, sizeof why, "%s", kn_last_error());
+        st = kn_set_error(st, "%s: %s", path, why);
     }
-    cJSON_Delete(root);
     if (st == KN_OK) *out = c;
     return st;
 }

@@ -1,5 +1,5 @@
-/* Llama, Qwen2, Qwen3: RMSNorm, rotary embeddings from each token's position, grouped-query
- * attention over the KV cache, SwiGLU MLP. The decode step is kept to few ops: projections are
+/* Llama, Mistral, Qwen2, Qwen3: RMSNorm, rotary embeddings from each token's position,
+ * grouped-query attention over the KV cache (Mistral's sliding window is lm.c's mask), SwiGLU MLP. The decode step is kept to few ops: projections are
  * plain matmuls on views, rotate_half is a strided view, the cache is written in place. */
 #include "lm/llama.h"
 

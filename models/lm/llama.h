@@ -1,4 +1,4 @@
-/* Llama 2 and 3, Qwen2 and Qwen3 as one module tree with transformers' names
+/* Llama 2 and 3, Mistral, Qwen2 and Qwen3 as one module tree with transformers' names
  * (model.embed_tokens, model.layers.N.self_attn.q_proj, ..., model.norm, lm_head). Internal to
  * models/lm: use it through lm.h. */
 #ifndef KILN_MODELS_LLAMA_H

@@ -102,6 +102,10 @@ lm *lm_load(const char *dir, const lm_load_options *opts) {
     if (lm_config_load(path, &c) != KN_OK) return NULL;
     kn_hf_weights *w = kn_hf_weights_open(dir);
     if (!w) return NULL;
+    if (lm_check_weights(&c, path, w) != KN_OK) {
+        kn_hf_weights_close(w);
+        return NULL;
+    }
     /* GPT-2 unties its head when the file has one */
     if (c.family == LM_GPT2 && kn_hf_weights_find(w, "lm_head.weight") >= 0) c.tie_word_embeddings = false;
     /* built on the meta device: nothing is allocated or drawn before the file's tensors take their places */
@@ -231,10 +235,12 @@ static bool make_step(lm *m, lm_cache *cache, int64_t B, int64_t T, lm_step *s) 
     *s = (lm_step){.B = B, .T = T, .start = cache ? cache->len : 0};
     if (cache) s->k_cache = cache->k, s->v_cache = cache->v;
     bool padded = cache && cache->padded;
-    int64_t rows = padded ? B : 1, start = s->start, keys = start + T;
+    int64_t rows = padded ? B : 1, start = s->start, keys = start + T, window = m->cfg.sliding_window;
+    /* causal attention needs no mask; padding does, and so does a window some query reaches past */
+    bool masked = padded || (window > 0 && keys > window);
     int64_t *pos = malloc(sizeof *pos * (size_t)(rows * T));
-    bool *mask = padded ? malloc(sizeof *mask * (size_t)(B * T * keys)) : NULL;
-    if (!pos || (padded && !mask)) {
+    bool *mask = masked ? malloc(sizeof *mask * (size_t)(rows * T * keys)) : NULL;
+    if (!pos || (masked && !mask)) {
         free(pos);
         free(mask);
         return kn_set_error(KN_ERR_OOM, "lm: out of host memory"), false;
@@ -244,19 +250,19 @@ static bool make_step(lm *m, lm_cache *cache, int64_t B, int64_t T, lm_step *s) 
             int64_t p = start + t - (padded ? cache->pad[b] : 0);
             pos[b * T + t] = p > 0 ? p : 0;
         }
-    /* A query sees the row's real keys up to itself; a padding query sees only itself, so that
-     * no row of the softmax is empty (its output is never used). */
-    for (int64_t b = 0; padded && b < B; b++)
+    /* A query sees the row's real keys up to itself, within the window (the last `window`
+     * keys, itself included, as transformers' sliding_window_overlay); a padding query sees
+     * only itself, so that no row of the softmax is empty (its output is never used). */
+    for (int64_t b = 0; masked && b < rows; b++)
         for (int64_t t = 0; t < T; t++)
-            for (int64_t j = 0; j < keys; j++)
-                mask[(b * T + t) * keys + j] = j <= start + t && (j >= cache->pad[b] || j == start + t);
+            for (int64_t j = 0; j < keys; j++) {
+                int64_t q = start + t, first = padded ? cache->pad[b] : 0;
+                mask[(b * T + t) * keys + j] = j <= q && (j >= first || j == q) && (!window || j > q - window);
+            }
     kn_device dev = kn_device_of(embedding(m));
     bool ok = true;
-    if (padded) {
-        s->positions = upload(pos, KN_I64, KN_SHAPE(B, T), dev);
-        s->mask = upload(mask, KN_BOOL, KN_SHAPE(B, 1, T, keys), dev);
-        ok = s->positions && s->mask;
-    }
+    if (padded) ok = (s->positions = upload(pos, KN_I64, KN_SHAPE(B, T), dev)) != NULL;
+    if (ok && masked) ok = (s->mask = upload(mask, KN_BOOL, KN_SHAPE(rows, 1, T, keys), dev)) != NULL;
     if (ok && m->cfg.family != LM_GPT2) ok = rope_tables(m, s, pos, rows);
     free(pos);
     free(mask);

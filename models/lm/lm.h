@@ -1,5 +1,5 @@
 /* Causal language models loaded from Hugging Face directories (config.json + safetensors):
- * GPT-2, Llama 2 and 3, Qwen2 and Qwen3, each a kn_module tree whose state_dict names are the
+ * GPT-2, Llama 2 and 3, Mistral, Qwen2 and Qwen3, each a kn_module tree whose state_dict names are the
  * transformers names, written against kiln's public API only.
  *
  * One interface for every family, so that generation, fine-tuning, tests and benchmarks do
@@ -9,7 +9,7 @@
 
 #include <kiln/kiln.h>
 
-typedef enum lm_family { LM_GPT2, LM_LLAMA, LM_QWEN2, LM_QWEN3 } lm_family;
+typedef enum lm_family { LM_GPT2, LM_LLAMA, LM_QWEN2, LM_QWEN3, LM_MISTRAL } lm_family;
 
 typedef enum lm_rope_type { LM_ROPE_DEFAULT, LM_ROPE_LINEAR, LM_ROPE_DYNAMIC, LM_ROPE_LLAMA3, LM_ROPE_YARN } lm_rope_type;
 
@@ -37,13 +37,15 @@ typedef struct lm_config {
     bool tie_word_embeddings;
     bool attention_bias;          /* q/k/v biases: Qwen2 true, Llama's attention_bias */
     bool qk_norm;                 /* Qwen3: RMSNorm on q and k per head */
+    int sliding_window;           /* Mistral: a query sees the last sliding_window keys (itself included); 0: all */
     int bos_token_id;             /* -1 when absent */
     int eos_token_ids[LM_MAX_EOS];
     int n_eos;
     kn_dtype torch_dtype;         /* the config's torch_dtype (KN_F32 when absent) */
 } lm_config;
 
-/* Reads config.json; an unknown model_type or a missing or inconsistent key is an error
+/* Reads config.json (model_type gpt2, llama, mistral, qwen2 or qwen3); an unknown model_type,
+ * or a key that is missing, of the wrong type, out of range or inconsistent, is an error
  * naming the file and the key. */
 kn_status lm_config_load(const char *path, lm_config *out);
 const char *lm_family_name(lm_family f);
@@ -59,6 +61,10 @@ typedef struct lm_load_options {
     kn_dtype dtype;     /* KN_DTYPE_COUNT: as stored in the files */
 } lm_load_options;
 
+/* Checks config c (read from config_path, for messages) against the weights' headers: the
+ * tensors that fix each size the config gives must be there with the shapes it makes. An error
+ * names the config file, its keys and the tensor. lm_load runs it before it builds anything. */
+kn_status lm_check_weights(const lm_config *c, const char *config_path, const kn_hf_weights *w);
 /* dir holds config.json and the safetensors weights (see kiln/hf.h); o NULL: the CPU, as stored. */
 lm *lm_load(const char *dir, const lm_load_options *o);
 /* A model with seeded random weights (the current Philox seed) on the default device (GPT-2:

@@ -10,7 +10,7 @@ typedef struct lm_step {
     int64_t B, T;
     int64_t start;              /* cache slots already filled; the new tokens go to start .. start+T-1 */
     kn_tensor *positions;       /* [B, T] i64 position of each token; NULL: start .. start+T-1 in every row */
-    kn_tensor *mask;            /* bool [B, 1, T, start+T], causality and padding; NULL: causal only */
+    kn_tensor *mask;            /* bool [B or 1, 1, T, start+T]: causality, padding, sliding window; NULL: causal only */
     kn_tensor *cos, *sin;       /* rotary tables [B or 1, T, 1, D] (Llama family), sin with rotate_half's sign */
     kn_tensor *const *k_cache;  /* per layer [B, Hkv, capacity, D]; NULL: no cache */
     kn_tensor *const *v_cache;

@@ -73,7 +73,9 @@ void kn_contiguous_strides(const int64_t *shape, int ndim, int64_t *stride) {
     int64_t acc = 1;
     for (int d = ndim - 1; d >= 0; d--) {
         stride[d] = acc;
-        acc *= shape[d] > 0 ? shape[d] : 1;
+        /* shapes whose non-zero dims multiply past int64 are refused where tensors are made
+         * (shape_bytes); a view of an empty tensor may still ask, and saturates */
+        if (__builtin_mul_overflow(acc, shape[d] > 0 ? shape[d] : 1, &acc)) acc = INT64_MAX;
     }
 }
 
@@ -105,9 +107,15 @@ static bool shape_bytes(const char *op, kn_dtype dtype, const int64_t *shape, in
         return false;
     }
     uint64_t n = kn_dtype_size(dtype);
+    int64_t strided = 1; /* the product of the non-zero dims: the largest stride */
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0) {
             kn_error(KN_ERR_SHAPE, "%s: negative size %lld in dim %d", op, (long long)shape[d], d);
+            return false;
+        }
+        if (shape[d] && __builtin_mul_overflow(strided, shape[d], &strided)) {
+            kn_error(KN_ERR_SHAPE, "%s: the non-zero sizes of a %d-dim shape multiply past 2^63 (size %lld in dim %d)",
+                     op, ndim, (long long)shape[d], d);
             return false;
         }
         if (shape[d] && n > (UINT64_MAX >> 2) / (uint64_t)shape[d]) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/tensor_alias.h"
 #include "core/tensor_impl.h"
 #include "io/safetensors_format.h"
 #include "kiln/hf.h"
@@ -70,14 +71,12 @@ kn_status kn_hf_load_module(void *module, kn_hf_weights *w, const kn_hf_load_opt
         st = kn_error(KN_ERR_OOM, "hf_load_module: out of memory");
         goto done;
     }
+    if (!kn_tensor_first_alias(list.tensors, n, kn_tensor_same_view, group)) {
+        st = kn_last_status();
+        goto done;
+    }
     kn_scope_push();
     for (int i = 0; i < n && st == KN_OK; i++) {
-        group[i] = i;
-        for (int j = 0; j < i; j++)
-            if (kn_tensor_same_view(list.tensors[j], list.tensors[i])) {
-                group[i] = group[j];
-                break;
-            }
         bool skip;
         kn_tensor *t = take(w, &o, list.names[i], list.tensors[i], taken, &skip);
         if (!t && !skip) st = kn_last_status();

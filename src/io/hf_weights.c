@@ -90,7 +90,7 @@ static bool build_entries(kn_hf_weights *w) {
  * file it names (relative to the index's directory) once, then checks that the shards hold
  * exactly the names the index gives them. */
 static bool open_index(kn_hf_weights *w, const char *index_path) {
-    cJSON *root = kn_hf_read_json(index_path);
+    cJSON *root = kn_hf_read_json(index_path, KN_HF_JSON_MAX_BYTES);
     if (!root) return false;
     bool ok = false;
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");

@@ -119,7 +119,7 @@ static void parse_entry(const cJSON *j, uint64_t data_bytes, st_entry *e, char *
         snprintf(why, n, "no \"data_offsets\" array of two numbers");
     }
     if (why[0]) return;
-    uint64_t numel = 1, dim;
+    uint64_t numel = 1, dim, strided = 1; /* strided: the product of the non-zero dims */
     bool too_big = false; /* no file can hold it */
     e->shape.n = 0;
     for (const cJSON *d = shape->child; d; d = d->next) {
@@ -129,6 +129,7 @@ static void parse_entry(const cJSON *j, uint64_t data_bytes, st_entry *e, char *
             return;
         }
         too_big |= __builtin_mul_overflow(numel, dim, &numel);
+        too_big |= dim && (__builtin_mul_overflow(strided, dim, &strided) || strided > INT64_MAX);
         e->shape.v[e->shape.n++] = (int64_t)dim;
     }
     if (!json_uint(offsets->child, &e->begin) || !json_uint(offsets->child->next, &e->end)) {
@@ -138,8 +139,8 @@ static void parse_entry(const cJSON *j, uint64_t data_bytes, st_entry *e, char *
     uint64_t need;
     too_big |= __builtin_mul_overflow(numel, (uint64_t)kn_dtype_size(e->dtype), &need);
     kn_st_describe(e->dtype, e->shape, desc, sizeof desc);
-    if (too_big)
-        snprintf(why, n, "%s has more than 2^64 bytes", desc);
+    if (too_big) /* an empty tensor too: its strides are products of its non-zero dims, in int64 */
+        snprintf(why, n, "%s is too large: its byte count or the product of its non-zero dims overflows", desc);
     else if (e->begin > e->end)
         snprintf(why, n, "data_offsets [%" PRIu64 ", %" PRIu64 "] run backwards", e->begin, e->end);
     else if (e->end > data_bytes)

@@ -5,6 +5,8 @@
 
 #include "core/call_site.h"
 #include "core/error.h"
+#include "core/strmap.h"
+#include "core/tensor_alias.h"
 #include "nn/nn_internal.h"
 
 #define MODULE_MAGIC 0x6b6e6d64u /* "knmd" */
@@ -62,14 +64,19 @@ static bool append_child(kn_module *m, const char *name, kn_module *child) {
     return true;
 }
 
-static bool name_taken(const kn_module *m, const char *name) {
-    for (int i = 0; i < m->n_params; i++)
-        if (!strcmp(m->param_names[i], name)) return true;
-    for (int i = 0; i < m->n_buffers; i++)
-        if (!strcmp(m->buffer_names[i], name)) return true;
-    for (int i = 0; i < m->n_children; i++)
-        if (!strcmp(m->child_names[i], name)) return true;
-    return false;
+/* Members share one namespace: the map takes each name to its kind and index. */
+enum { MEMBER_PARAM, MEMBER_BUFFER, MEMBER_CHILD };
+
+static int32_t member(const kn_module *m, const char *name, size_t len) {
+    return m->members ? kn_strmap_get(m->members, name, len) : -1;
+}
+
+static bool name_taken(const kn_module *m, const char *name) { return member(m, name, strlen(name)) >= 0; }
+
+/* Records the member just appended (its name owned by the module); false on out-of-memory. */
+static bool index_member(kn_module *m, const char *name, int kind, int index) {
+    if (!m->members && !(m->members = calloc(1, sizeof(kn_strmap)))) return false;
+    return index < (1 << 29) && kn_strmap_put(m->members, name, strlen(name), (int32_t)(index << 2 | kind));
 }
 
 /* A name is one non-empty segment of a dotted path, unique within its module. */
@@ -104,6 +111,12 @@ static kn_tensor *register_tensor(void *module, const char *op, const char *name
     }
     bool ok = h && (param ? append_tensor(&m->param_names, &m->params, &m->n_params, &m->cap_params, name, h)
                           : append_tensor(&m->buffer_names, &m->buffers, &m->n_buffers, &m->cap_buffers, name, h));
+    char **names = param ? m->param_names : m->buffer_names;
+    int *n = param ? &m->n_params : &m->n_buffers;
+    if (ok && !index_member(m, names[*n - 1], param ? MEMBER_PARAM : MEMBER_BUFFER, *n - 1)) {
+        free(names[--*n]);
+        ok = false;
+    }
     if (!ok) {
         if (h) kn_error(KN_ERR_OOM, "%s: out of host memory", op);
         kn_release(h);
@@ -136,6 +149,11 @@ void *kn_module_add(void *module, const char *name, void *child) {
         c = NULL;
     }
     if (c && !append_child(m, name, c)) {
+        kn_error(KN_ERR_OOM, "module_add: out of host memory");
+        kn_module_free(c);
+        c = NULL;
+    } else if (c && !index_member(m, m->child_names[m->n_children - 1], MEMBER_CHILD, m->n_children - 1)) {
+        free(m->child_names[--m->n_children]);
         kn_error(KN_ERR_OOM, "module_add: out of host memory");
         kn_module_free(c);
         c = NULL;
@@ -173,6 +191,7 @@ void kn_module_free(void *module) {
     for (int i = 0; i < m->n_buffers; i++) kn_release(m->buffers[i]), free(m->buffer_names[i]);
     free(m->children), free(m->child_names), free(m->params), free(m->param_names);
     free(m->buffers), free(m->buffer_names);
+    if (m->members) kn_strmap_free(m->members), free(m->members);
     m->magic = 0;
     free(m);
 }
@@ -221,16 +240,28 @@ kn_tensor *nn_leave(kn_tensor *result) {
 
 /* ---- traversal -------------------------------------------------------------------------- */
 
-static bool same_tensor(kn_tensor *a, kn_tensor *b) {
+/* Tied weights: the same elements under two names (PyTorch lists such a parameter once). */
+static bool same_tensor(const kn_tensor *a, const kn_tensor *b) {
     if (!kn_shares_storage(a, b) || kn_offset(a) != kn_offset(b)) return false;
     kn_shape sa = kn_shape_of(a), sb = kn_shape_of(b);
     return sa.n == sb.n && !memcmp(sa.v, sb.v, sizeof(int64_t) * (size_t)sa.n);
 }
 
-static bool listed(const kn_named_tensors *l, kn_tensor *t) {
-    for (int i = 0; i < l->count; i++)
-        if (same_tensor(l->tensors[i], t)) return true;
-    return false;
+/* Keeps the first name of each tensor listed more than once. */
+static bool drop_aliases(kn_named_tensors *l) {
+    int *first = malloc(sizeof *first * (size_t)(l->count ? l->count : 1));
+    if (!first || !kn_tensor_first_alias(l->tensors, l->count, same_tensor, first)) return free(first), false;
+    int kept = 0;
+    for (int i = 0; i < l->count; i++) {
+        if (first[i] != i) {
+            free(l->names[i]);
+            continue;
+        }
+        l->names[kept] = l->names[i], l->tensors[kept++] = l->tensors[i];
+    }
+    l->count = kept;
+    free(first);
+    return true;
 }
 
 static bool add_named(kn_named_tensors *l, int *cap, const char *prefix, const char *name, kn_tensor *t) {
@@ -246,7 +277,6 @@ static bool add_named(kn_named_tensors *l, int *cap, const char *prefix, const c
 static bool collect(const kn_module *m, const char *prefix, int which, kn_named_tensors *l, int *cap) {
     if (which & KN_PARAMS)
         for (int i = 0; i < m->n_params; i++) {
-            if (which == KN_PARAMS && listed(l, m->params[i])) continue;
             if (!add_named(l, cap, prefix, m->param_names[i], m->params[i])) return false;
         }
     if (which & KN_BUFFERS)
@@ -272,7 +302,7 @@ kn_status kn_module_named(void *module, int which, kn_named_tensors *out) {
     if (which < KN_PARAMS || which > KN_STATE)
         return kn_error(KN_ERR_ARG, "module_named: which must be KN_PARAMS, KN_BUFFERS or KN_STATE, not %d", which);
     int cap = 0;
-    if (!collect(m, "", which, out, &cap)) {
+    if (!collect(m, "", which, out, &cap) || (which == KN_PARAMS && !drop_aliases(out))) {
         kn_named_tensors_free(out);
         return kn_error(KN_ERR_OOM, "module_named: out of host memory");
     }
@@ -292,17 +322,13 @@ kn_tensor *kn_module_get(void *module, const char *full_name) {
     if (!full_name) return kn_error_null(KN_ERR_NULL, "module_get: name is NULL");
     const char *rest = full_name;
     for (const char *dot; (dot = strchr(rest, '.'));) {
-        kn_module *next = NULL;
-        for (int i = 0; i < m->n_children && !next; i++)
-            if (strlen(m->child_names[i]) == (size_t)(dot - rest) && !strncmp(m->child_names[i], rest, dot - rest))
-                next = m->children[i];
-        if (!next) break;
-        m = next, rest = dot + 1;
+        int32_t at = member(m, rest, (size_t)(dot - rest));
+        if (at < 0 || (at & 3) != MEMBER_CHILD) break;
+        m = m->children[at >> 2], rest = dot + 1;
     }
-    for (int i = 0; i < m->n_params; i++)
-        if (!strcmp(m->param_names[i], rest)) return m->params[i];
-    for (int i = 0; i < m->n_buffers; i++)
-        if (!strcmp(m->buffer_names[i], rest)) return m->buffers[i];
+    int32_t at = member(m, rest, strlen(rest));
+    if (at >= 0 && (at & 3) == MEMBER_PARAM) return m->params[at >> 2];
+    if (at >= 0 && (at & 3) == MEMBER_BUFFER) return m->buffers[at >> 2];
     return kn_error_null(KN_ERR_ARG, "module_get: no parameter or buffer named \"%s\"", full_name);
 }
 

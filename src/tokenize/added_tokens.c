@@ -12,7 +12,7 @@ void kn_added_vocab_free(kn_added_vocab *a) {
         free(a->tokens[i].match);
     }
     free(a->tokens);
-    kn_tok_strmap_free(&a->by_content);
+    kn_strmap_free(&a->by_content);
     for (int set = 0; set < 2; set++)
         for (int b = 0; b < 256; b++) free(a->by_first_byte[set][b]);
     *a = (kn_added_vocab){0};
@@ -90,7 +90,7 @@ kn_status kn_added_vocab_load(kn_added_vocab *a, const cJSON *list, const kn_nor
                           : kn_set_error(KN_ERR_OOM, "%s: out of memory", file);
             break;
         }
-        if (!kn_tok_strmap_put(&a->by_content, t->content, t->len, (int32_t)(a->n - 1))) {
+        if (!kn_strmap_put(&a->by_content, t->content, t->len, (int32_t)(a->n - 1))) {
             st = KN_ERR_OOM;
             break;
         }

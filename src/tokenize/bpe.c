@@ -17,7 +17,7 @@ struct kn_bpe {
     char **tokens; /* id -> token, NULL for an id the vocabulary skips */
     size_t *token_len;
     int64_t n_ids;
-    kn_tok_strmap vocab; /* keys are tokens[] and aliases[] */
+    kn_strmap vocab; /* keys are tokens[] and aliases[] */
     char **aliases;      /* tokens that share an id with an earlier one */
     size_t n_aliases;
     merge_slot *merges;
@@ -41,7 +41,7 @@ void kn_bpe_free(kn_bpe *b) {
     for (int64_t i = 0; i < b->n_ids; i++) free(b->tokens[i]);
     free(b->tokens);
     free(b->token_len);
-    kn_tok_strmap_free(&b->vocab);
+    kn_strmap_free(&b->vocab);
     for (size_t i = 0; i < b->n_aliases; i++) free(b->aliases[i]);
     free(b->aliases);
     free(b->merges);
@@ -52,7 +52,7 @@ void kn_bpe_free(kn_bpe *b) {
 
 int64_t kn_bpe_vocab_size(const kn_bpe *b) { return b->n_ids; }
 
-int32_t kn_bpe_token_to_id(const kn_bpe *b, const char *s, size_t n) { return kn_tok_strmap_get(&b->vocab, s, n); }
+int32_t kn_bpe_token_to_id(const kn_bpe *b, const char *s, size_t n) { return kn_strmap_get(&b->vocab, s, n); }
 
 const char *kn_bpe_id_to_token(const kn_bpe *b, int32_t id) {
     return id >= 0 && id < b->n_ids ? b->tokens[id] : NULL;
@@ -89,12 +89,12 @@ static kn_status load_vocab(kn_bpe *b, const cJSON *vocab, const char *file) {
             if (!(key = b->aliases[b->n_aliases] = kn_tok_strdup(it->string))) return KN_ERR_OOM;
             b->n_aliases++;
         }
-        if (!kn_tok_strmap_put(&b->vocab, key, strlen(key), id)) return KN_ERR_OOM;
+        if (!kn_strmap_put(&b->vocab, key, strlen(key), id)) return KN_ERR_OOM;
     }
     for (int v = 0; v < 256; v++) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", v);
-        b->byte_ids[v] = kn_tok_strmap_get(&b->vocab, name, 6);
+        b->byte_ids[v] = kn_strmap_get(&b->vocab, name, 6);
     }
     return KN_OK;
 }
@@ -134,8 +134,8 @@ static kn_status load_merges(kn_bpe *b, const cJSON *merges, const char *file) {
         kn_status st = merge_parts(m, i, file, &left, &right);
         int32_t a = -1, c = -1, merged = -1;
         if (st == KN_OK) {
-            a = kn_tok_strmap_get(&b->vocab, left, strlen(left));
-            c = kn_tok_strmap_get(&b->vocab, right, strlen(right));
+            a = kn_strmap_get(&b->vocab, left, strlen(left));
+            c = kn_strmap_get(&b->vocab, right, strlen(right));
             if (a < 0 || c < 0)
                 st = kn_set_error(KN_ERR_IO, "%s: model.merges[%zu]: token \"%s\" is not in the vocabulary", file, i,
                                   a < 0 ? left : right);
@@ -150,7 +150,7 @@ static kn_status load_merges(kn_bpe *b, const cJSON *merges, const char *file) {
             } else {
                 memcpy(joined, left, ll);
                 memcpy(joined + ll, tail, tl + 1);
-                merged = kn_tok_strmap_get(&b->vocab, joined, ll + tl);
+                merged = kn_strmap_get(&b->vocab, joined, ll + tl);
                 if (merged < 0)
                     st = kn_set_error(KN_ERR_IO, "%s: model.merges[%zu]: the merged token \"%s\" is not in the vocabulary",
                                       file, i, joined);
@@ -198,7 +198,7 @@ kn_bpe *kn_bpe_load(const cJSON *model, const char *file) {
     kn_status st = load_vocab(b, cJSON_GetObjectItemCaseSensitive(model, "vocab"), file);
     if (st == KN_OK) st = load_merges(b, cJSON_GetObjectItemCaseSensitive(model, "merges"), file);
     const char *unk = kn_tok_json_str(model, "unk_token", "model", false);
-    if (st == KN_OK && unk && (b->unk_id = kn_tok_strmap_get(&b->vocab, unk, strlen(unk))) < 0)
+    if (st == KN_OK && unk && (b->unk_id = kn_strmap_get(&b->vocab, unk, strlen(unk))) < 0)
         st = kn_set_error(KN_ERR_IO, "%s: model.unk_token \"%s\" is not in the vocabulary", file, unk);
     if (st != KN_OK) {
         kn_bpe_free(b);
@@ -328,7 +328,7 @@ static kn_status split_chars(const kn_bpe *b, const char *w, size_t n, word *out
             c = affixed.p;
             clen = affixed.n;
         }
-        int32_t id = ok ? kn_tok_strmap_get(&b->vocab, c, clen) : -1;
+        int32_t id = ok ? kn_strmap_get(&b->vocab, c, clen) : -1;
         if (id >= 0) {
             if (pending_unk) ok = word_add(out, b->unk_id);
             pending_unk = false;
@@ -352,7 +352,7 @@ static kn_status split_chars(const kn_bpe *b, const char *w, size_t n, word *out
 enum { CACHE_MAX_WORDS = 1 << 16, CACHE_MAX_WORD_BYTES = 256, CACHE_BLOCK = 1 << 16 };
 
 struct kn_bpe_cache {
-    kn_tok_strmap words; /* word -> index into spans */
+    kn_strmap words; /* word -> index into spans */
     kn_tok_ids ids;      /* every cached word's ids, back to back */
     size_t (*spans)[2];  /* offset and count in ids */
     size_t n;
@@ -368,7 +368,7 @@ kn_bpe_cache *kn_bpe_cache_new(void) {
 
 void kn_bpe_cache_free(kn_bpe_cache *c) {
     if (!c) return;
-    kn_tok_strmap_free(&c->words);
+    kn_strmap_free(&c->words);
     free(c->ids.v);
     free(c->spans);
     for (size_t i = 0; i < c->n_blocks; i++) free(c->blocks[i]);
@@ -401,7 +401,7 @@ static void cache_put(kn_bpe_cache *c, const char *w, size_t n, const int32_t *i
             kn_clear_error();
             return;
         }
-    if (!kn_tok_strmap_put(&c->words, key, n, (int32_t)c->n)) {
+    if (!kn_strmap_put(&c->words, key, n, (int32_t)c->n)) {
         c->ids.n = off;
         kn_clear_error();
         return;
@@ -415,11 +415,11 @@ static void cache_put(kn_bpe_cache *c, const char *w, size_t n, const int32_t *i
 kn_status kn_bpe_encode_word(const kn_bpe *b, const char *w, size_t n, kn_bpe_cache *cache, kn_tok_ids *out) {
     if (n == 0) return KN_OK;
     if (b->ignore_merges) { /* a word that is a token is that token, whatever the merges would make */
-        int32_t id = kn_tok_strmap_get(&b->vocab, w, n);
+        int32_t id = kn_strmap_get(&b->vocab, w, n);
         if (id >= 0) return kn_tok_ids_push(out, id) ? KN_OK : KN_ERR_OOM;
     }
     if (cache) {
-        int32_t hit = kn_tok_strmap_get(&cache->words, w, n);
+        int32_t hit = kn_strmap_get(&cache->words, w, n);
         if (hit >= 0) {
             for (size_t i = 0; i < cache->spans[hit][1]; i++)
                 if (!kn_tok_ids_push(out, cache->ids.v[cache->spans[hit][0] + i])) return KN_ERR_OOM;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/strmap.h"
 #include "kiln/status.h"
 #include "kiln/tokenizer.h"
 
@@ -62,15 +63,7 @@ int kn_byte_level_byte(uint32_t cp); /* -1 for a code point outside the mapping 
 
 /* ---- maps ---- */
 
-/* String -> int32 (open addressing; keys point at strings owned elsewhere). */
-typedef struct kn_tok_strmap {
-    struct kn_tok_strmap_slot *slots;
-    size_t cap, n;
-} kn_tok_strmap;
-bool kn_tok_strmap_put(kn_tok_strmap *m, const char *key, size_t len, int32_t value); /* replaces */
-int32_t kn_tok_strmap_get(const kn_tok_strmap *m, const char *key, size_t len);      /* -1 if absent */
-void kn_tok_strmap_free(kn_tok_strmap *m);
-uint64_t kn_tok_hash(const void *s, size_t n);
+/* String -> int32: core/strmap.h (keys point at strings owned elsewhere). */
 
 /* ---- regex (PCRE2 with UTF and Unicode properties, JIT-compiled where available) ---- */
 
@@ -146,7 +139,7 @@ typedef struct kn_added_token {
 typedef struct kn_added_vocab {
     kn_added_token *tokens;
     size_t n;
-    kn_tok_strmap by_content;        /* content -> index in tokens */
+    kn_strmap by_content;        /* content -> index in tokens */
     int32_t *by_first_byte[2][256];  /* per set (raw, normalized): indices, longest first, -1 ends */
 } kn_added_vocab;
 kn_status kn_added_vocab_load(kn_added_vocab *a, const cJSON *list, const kn_normalizer *norm, const char *file);

@@ -25,7 +25,7 @@ kn_tokenizer *kn_tokenizer_load(const char *path) {
         snprintf(file, sizeof file, "%s/tokenizer.json", path);
     else
         snprintf(file, sizeof file, "%s", path);
-    cJSON *root = kn_hf_read_json(file);
+    cJSON *root = kn_hf_read_json(file, KN_HF_JSON_MAX_BYTES);
     if (!root) return NULL;
     kn_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
@@ -84,7 +84,7 @@ int64_t kn_tokenizer_vocab_size(const kn_tokenizer *t) { return t ? t->vocab_siz
 int32_t kn_tokenizer_token_to_id(const kn_tokenizer *t, const char *token) {
     if (!t || !token) return -1;
     size_t n = strlen(token);
-    int32_t k = kn_tok_strmap_get(&t->added.by_content, token, n);
+    int32_t k = kn_strmap_get(&t->added.by_content, token, n);
     return k >= 0 ? t->added.tokens[k].id : kn_bpe_token_to_id(t->model, token, n);
 }
 

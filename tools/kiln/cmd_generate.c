@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "lm/generate.h"
+#include "mapped_files.h"
 
 #define MAX_LIST 256 /* stop strings, --prompt-ids prompts */
 
@@ -371,6 +372,9 @@ int kiln_cmd_generate(int argc, char **argv) {
                 a.dir, stat(a.dir, &st) != 0 ? strerror(errno) : "not a directory");
         return 1;
     }
+    char weights[4200];
+    snprintf(weights, sizeof weights, "the weights in %s", a.dir);
+    kiln_explain_sigbus("kiln generate", weights);
     kn_device device;
     lm_load_options lo = {.dtype = KN_DTYPE_COUNT};
     if (a.dtype && (!kn_dtype_parse(a.dtype, &lo.dtype) || !kn_dtype_is_float(lo.dtype))) {
