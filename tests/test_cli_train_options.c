@@ -102,6 +102,14 @@ static void test_options_of_other_tasks_are_refused(void) {
     CHECK(run((const char *[]){"train", "adder", "--bogus", NULL}) == 2 && output_has("unknown option '--bogus'"));
 }
 
+/* A fine-tuning task takes its model from --init or --config; both at once is no silent choice. */
+static void test_lm_refuses_init_and_config_together(void) {
+    const char *args[] = {"train", "llama", "--init", FIXTURES "/lm/llama2", "--config", FIXTURES "/lm/llama2/config.json",
+                          "--device", "meta", NULL};
+    CHECK(run(args) == 2);
+    CHECK(output_has("--init and --config both name the model"));
+}
+
 /* Each option line of the task's help has a default, and says what the option is there. */
 static bool help_lines_have_defaults(void) {
     char *s = read_text_file(out_path);
@@ -223,6 +231,7 @@ int main(int argc, char **argv) {
     RUN(test_sizes_name_the_value_given);
     RUN(test_mode_error_lists_every_mode);
     RUN(test_options_of_other_tasks_are_refused);
+    RUN(test_lm_refuses_init_and_config_together);
     RUN(test_help_lists_each_tasks_own_options);
     RUN(test_text_data_is_refused_with_what_to_do);
     RUN(test_progress_shows_elapsed_time_and_eta);

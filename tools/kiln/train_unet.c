@@ -151,9 +151,8 @@ int train_unet_run(const train_options *o) {
     /* iDDPM's rescaling of DDPM's 1000-step linear schedule (1e-4 .. 0.02) to fewer steps. */
     double scale = 1000.0 / DIFFUSION_STEPS;
     if (!t.losses || ddpm_schedule_linear(&t.schedule, DIFFUSION_STEPS, 1e-4 * scale, 0.02 * scale) != KN_OK ||
-        (!o->trace && prepare_dir(&t) != KN_OK) || !(t.model = unet_new(&cfg)) ||
-        (o->init_path && train_init_module(t.model, o->init_path, "unet") != KN_OK) ||
-        kn_module_named(t.model, KN_PARAMS, &params) != KN_OK) {
+        !(t.model = unet_new(&cfg)) || (o->init_path && train_init_module(t.model, o->init_path, "unet") != KN_OK) ||
+        (!o->trace && prepare_dir(&t) != KN_OK) || kn_module_named(t.model, KN_PARAMS, &params) != KN_OK) {
         fprintf(stderr, "kiln train unet: %s\n", kn_last_status() ? kn_last_error() : "out of host memory");
         goto done;
     }
