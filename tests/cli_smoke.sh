@@ -11,10 +11,20 @@ fail() { echo "FAIL: $*"; exit 1; }
   || "$kiln" ops --json | grep -q '"name": *"add"' || fail "ops --json"
 "$kiln" info | grep -q 'threads:' || fail "info"
 "$kiln" cache stats | grep -q "^entries:" || fail "cache stats"
+"$kiln" help | grep -q 'KILN_MODE (strict, debug, fused)' || fail "help lists every mode"
+# Every command answers --help with its usage on stdout and exit 0, and does nothing else.
+for cmd in ops info cache demo train; do
+  "$kiln" $cmd --help | grep -q "^usage: kiln $cmd" || fail "$cmd --help"
+done
+"$kiln" ops --help | grep -q -- '--json .*\[default: ' || fail "ops --help gives defaults"
+"$kiln" cache --help | grep -q 'stats --json' || fail "cache --help lists stats --json"
+"$kiln" demo --help | grep -q 'strict and debug agree' && fail "demo --help ran the demo"
 set +e
 "$kiln" nosuchcommand >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown command exits 2"
 "$kiln" ops --device nowhere >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad device exits 2"
 KILN_MODE=bogus "$kiln" info >/dev/null 2>&1; [ $? -ne 0 ] || fail "bad KILN_MODE is an error"
 "$kiln" cache nosuch >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown cache subcommand exits 2"
+"$kiln" demo --nosuch >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown demo option exits 2"
+"$kiln" info --nosuch >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown info option exits 2"
 set -e
 echo "cli_smoke: 1 passed, 0 failed"

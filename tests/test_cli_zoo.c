@@ -160,6 +160,59 @@ static void test_mingpt_bad_text_files(void) {
     CHECK(output_has("too short"));
 }
 
+/* The weights file of dir's newest checkpoint (DIR/latest names it), into out. */
+static bool checkpoint_weights(const char *dir, char *out, size_t n) {
+    char latest[400];
+    snprintf(latest, sizeof latest, "%s/latest", dir);
+    char *name = read_text_file(latest);
+    if (name) name[strcspn(name, "\n")] = 0;
+    bool ok = name && (size_t)snprintf(out, n, "%s/%s/model.safetensors", dir, name) < n;
+    free(name);
+    CHECK_MSG(ok, "no checkpoint in %s", dir);
+    return ok;
+}
+
+/* --init is honoured, not ignored: a missing file is an error naming it, a checkpoint's
+ * weights of the same model load, and weights of another shape are refused. */
+static void test_init_loads_weights_or_fails(void) {
+    char text[320];
+    snprintf(text, sizeof text, "%s/init.txt", tmp);
+    static char buf[4096];
+    size_t n = 0;
+    for (int i = 0; n + 64 < sizeof buf; i++) n += (size_t)snprintf(buf + n, sizeof buf - n, "one two three %d\n", i % 7);
+    write_file(text, buf, n);
+    struct { const char *task; const char *args[12], *other_shape[6]; } cases[] = {
+        {"adder", {"--batch", "8", "--eval-count", "10", NULL}, {"--n-embd", "32", NULL}},
+        {"mingpt", {"--data", text, "--batch", "2", "--seq", "16", "--num-samples", "0", NULL}, {"--n-embd", "48", NULL}},
+        {"dlrm", {"--batch", "16", "--eval-count", "100", NULL}, {NULL}},
+        {"unet", {"--batch", "2", "--num-samples", "1", "--samples", tmp, NULL}, {NULL}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char dir[320], weights[600];
+        snprintf(dir, sizeof dir, "%s/init-%s", tmp, cases[c].task);
+        const char *args[32] = {"train", cases[c].task, "--steps", "1", "--quiet"};
+        int base = 5, k = base;
+        for (int i = 0; cases[c].args[i]; i++) args[k++] = cases[c].args[i];
+        base = k;
+        args[k++] = "--init", args[k++] = "/nonexistent/w.safetensors", args[k] = NULL;
+        CHECK_MSG(run(args) == 1, "kiln train %s --init /nonexistent/w.safetensors", cases[c].task);
+        CHECK(output_has("/nonexistent/w.safetensors"));
+        CHECK(!output_contains("accuracy") && !output_contains("AUC") && !output_contains("sampled"));
+        k = base;
+        args[k++] = "--save", args[k++] = dir, args[k] = NULL;
+        CHECK_MSG(run(args) == 0, "kiln train %s --save", cases[c].task);
+        if (!checkpoint_weights(dir, weights, sizeof weights)) continue;
+        k = base;
+        args[k++] = "--init", args[k++] = weights, args[k] = NULL;
+        CHECK_MSG(run(args) == 0, "kiln train %s --init %s", cases[c].task, weights);
+        if (!cases[c].other_shape[0]) continue;
+        for (int i = 0; cases[c].other_shape[i]; i++) args[k++] = cases[c].other_shape[i];
+        args[k] = NULL;
+        CHECK_MSG(run(args) == 1, "kiln train %s --init (another shape)", cases[c].task);
+        CHECK(output_has(weights));
+    }
+}
+
 static void test_train_lists_the_tasks(void) {
     const char *args[] = {"train", "--help", NULL};
     CHECK(run(args) == 0);
@@ -183,6 +236,7 @@ int main(int argc, char **argv) {
     RUN(test_unet_refuses_a_directory_it_cannot_use);
     RUN(test_mingpt_trains_and_samples);
     RUN(test_mingpt_bad_text_files);
+    RUN(test_init_loads_weights_or_fails);
     remove_tree(tmp);
     return test_summary();
 }

@@ -3,6 +3,7 @@
  * every bad file refused with a message naming it and its first problem. */
 #define _DEFAULT_SOURCE /* mkdtemp */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -383,6 +384,76 @@ static void test_bad_files(void) {
                 "unknown format 9");
 }
 
+/* A text file given as tokens is refused, whatever the format asked for, with what to do. */
+static void test_text_is_not_tokens(void) {
+    char text[2048] = "";
+    for (int i = 0; i < 12; i++) strcat(text, "To be, or not to be: caf\xc3\xa9 \xe2\x80\x94 that is the question.\n");
+    write_raw(path_of("text.txt"), text, strlen(text));
+    write_raw(path_of("odd_text.txt"), text, strlen(text) - 1); /* also not a whole number of tokens */
+    kn_token_loader_options o = opts(2, 4, false, 0, true);
+    const kn_token_format formats[] = {KN_TOKENS_AUTO, KN_TOKENS_U16, KN_TOKENS_U32, KN_TOKENS_LLMC};
+    for (size_t k = 0; k < sizeof formats / sizeof *formats; k++) {
+        o.format = formats[k];
+        check_open_fails("text.txt", o, KN_ERR_IO, "looks like text, not token ids");
+        CHECK_ERROR(kn_token_file_open(path_of("text.txt"), formats[k], 0) != NULL, KN_ERR_IO,
+                    "make a token file with `kiln tokenize MODEL_DIR --input FILE --output tokens.bin`");
+    }
+    o.format = KN_TOKENS_AUTO;
+    check_open_fails("odd_text.txt", o, KN_ERR_IO, "looks like text");
+    /* Tokens whose bytes are mostly printable still open: one id below 8192 is enough. */
+    uint32_t tok[64];
+    for (int i = 0; i < 64; i++) tok[i] = i == 40 ? 2000 : 0x6568; /* "he" */
+    CHECK(kn_token_file_write(path_of("printable.bin"), tok, 64, KN_TOKENS_U16) == KN_OK);
+    kn_token_file *f = kn_token_file_open(path_of("printable.bin"), KN_TOKENS_AUTO, 0);
+    CHECK(f && kn_token_file_count(f) == 64);
+    kn_token_file_close(f);
+}
+
+/* Overwrites the file's bytes from offset (same size: no truncation). */
+static void overwrite(const char *path, off_t offset, const void *bytes, size_t n) {
+    int fd = open(path, O_WRONLY);
+    CHECK(fd >= 0 && pwrite(fd, bytes, n, offset) == (ssize_t)n);
+    if (fd >= 0) close(fd);
+}
+
+/* A file cut short (or changed) while a loader reads it: an error naming the file and its
+ * sizes, with or without the prefetch thread; the mapping this replaced died of SIGBUS. */
+static void test_file_shrunk_while_reading(void) {
+    const int64_t N = 50000, B = 2, T = 10;
+    uint32_t *tok = malloc(sizeof *tok * (size_t)N);
+    for (int64_t i = 0; i < N; i++) tok[i] = (uint32_t)(i % 5000);
+    int64_t x[20], y[20];
+    for (int prefetch = 0; prefetch < 2; prefetch++) {
+        const char *p = path_of("shrink.bin");
+        CHECK(kn_token_file_write(p, tok, N, KN_TOKENS_U16) == KN_OK);
+        kn_token_loader *l = kn_token_loader_open(p, &(kn_token_loader_options){.B = B, .T = T, .prefetch = prefetch});
+        CHECK(l && read_batch(l, x, y, B, T));
+        CHECK(truncate(p, 2000) == 0); /* 1000 tokens left */
+        CHECK(kn_token_loader_seek(l, 1000) == KN_OK); /* rows start at tokens 20000 and 20010, pages past the end */
+        kn_tensor *xt = NULL, *yt = NULL;
+        CHECK(kn_token_loader_next(l, &xt, &yt) == KN_ERR_IO);
+        const char *msg = kn_last_error();
+        CHECK_MSG(strstr(msg, p) && strstr(msg, "shrank while in use (100000 bytes at open, 2000 now)"), "message: %s", msg);
+        kn_clear_error();
+        CHECK(kn_token_loader_position(l) == 1000 && !xt && !yt);
+        /* Batches still inside the file read as before. */
+        CHECK(kn_token_loader_seek(l, 1) == KN_OK && read_batch(l, x, y, B, T) && x[0] == 20);
+        kn_token_loader_close(l);
+    }
+    /* Rewritten in place with an id the vocabulary lacks: named when read. */
+    const char *p = path_of("changed.bin");
+    CHECK(kn_token_file_write(p, tok, N, KN_TOKENS_U16) == KN_OK);
+    kn_token_file *f = kn_token_file_open(p, KN_TOKENS_U16, 5000);
+    unsigned char big[2] = {0xff, 0xff};
+    overwrite(p, 2 * 30, big, 2);
+    int64_t got[40];
+    CHECK(f && kn_token_file_read(f, 0, 20, got) == KN_OK && got[19] == 19);
+    CHECK_ERROR(kn_token_file_read(f, 20, 20, got) == KN_OK, KN_ERR_IO,
+                "changed while in use: token 65535 at position 30 is not below vocab_size 5000");
+    kn_token_file_close(f);
+    free(tok);
+}
+
 /* Closing never hangs or leaks, whatever the prefetch thread is doing. */
 static void test_close_any_time(void) {
     uint32_t *tok = random_tokens(5000, 50000);
@@ -419,6 +490,8 @@ int main(void) {
     RUN(test_shuffle_is_seeded_permutation);
     RUN(test_u32_tokens);
     RUN(test_bad_files);
+    RUN(test_text_is_not_tokens);
+    RUN(test_file_shrunk_while_reading);
     RUN(test_close_any_time);
     remove_dir();
     return test_summary();

@@ -1,6 +1,7 @@
 /* Training data: token files and a deterministic, resumable batch loader.
  *
- * Token files (all little-endian, read through mmap):
+ * Token files (all little-endian, read with pread, so a file truncated while it is read is an
+ * error naming it, not a SIGBUS):
  *   KN_TOKENS_U16   nanoGPT: a flat uint16 array, no header.
  *   KN_TOKENS_U32   a flat uint32 array, for vocabularies above 65536 tokens.
  *   KN_TOKENS_LLMC  llm.c: 256 int32 of header (header[0] = 20240520, header[1] = 1,
@@ -19,9 +20,13 @@
  * Either way batch i is a function of i alone, so kn_token_loader_seek(l, i) followed by next
  * gives exactly the batch that reading from the start would, and prefetching changes nothing.
  *
- * Errors: a problem with a file's contents (missing, empty, a size that is not a whole number
- * of tokens, a bad llm.c header, too few tokens for T, a token id >= vocab_size) is KN_ERR_IO
- * with a message that names the file and the first problem; bad options are KN_ERR_ARG. */
+ * Errors: a problem with a file's contents (missing, empty, text rather than tokens, a size
+ * that is not a whole number of tokens, a bad llm.c header, too few tokens for T, a token id
+ * >= vocab_size) is KN_ERR_IO with a message that names the file and the first problem; so is
+ * a file that shrank or changed after it was opened, when it is read; bad options are
+ * KN_ERR_ARG. A file is text when its first 4096 bytes (at least 16) are printable ASCII,
+ * tab, newline, form feed, carriage return and UTF-8 sequences: token ids below 8192 make zero
+ * or control bytes, so real token files fail that within a few tokens. */
 #ifndef KILN_DATA_H
 #define KILN_DATA_H
 
@@ -49,15 +54,16 @@ typedef enum kn_token_format {
 /* ---- token files ------------------------------------------------------------------------ */
 typedef struct kn_token_file kn_token_file;
 
-/* Maps and checks a token file. vocab_size > 0 checks every token id once, here (the error
- * names the first bad position and value); 0 leaves ids unchecked. NULL with an error on
- * failure. */
+/* Opens and checks a token file. vocab_size > 0 checks every token id here (the error names
+ * the first bad position and value), and again as it is read; 0 leaves ids unchecked. NULL
+ * with an error on failure. The file stays open until kn_token_file_close. */
 kn_token_file *kn_token_file_open(const char *path, kn_token_format format, int64_t vocab_size);
 void kn_token_file_close(kn_token_file *f); /* NULL is ignored */
 int64_t kn_token_file_count(const kn_token_file *f);
 /* The format actually read (AUTO resolved to U16 or LLMC). */
 kn_token_format kn_token_file_format(const kn_token_file *f);
-/* Copies tokens [start, start + count) into dst as int64. */
+/* Copies tokens [start, start + count) into dst as int64. KN_ERR_IO, naming the file and its
+ * sizes, if it shrank (or, with a vocab_size, changed) since it was opened. */
 kn_status kn_token_file_read(const kn_token_file *f, int64_t start, int64_t count, int64_t *dst);
 
 /* Writes n tokens in format (U16, U32 or LLMC) atomically: a temporary file in the same
@@ -81,10 +87,10 @@ typedef struct kn_token_loader kn_token_loader;
 
 /* NULL with an error for bad options or a bad file (including fewer than T + 2 tokens). */
 kn_token_loader *kn_token_loader_open(const char *path, const kn_token_loader_options *opt);
-/* Waits for and joins the prefetch thread, then unmaps the file. NULL is ignored. */
+/* Waits for and joins the prefetch thread, then closes the file. NULL is ignored. */
 void kn_token_loader_close(kn_token_loader *l);
 /* The next batch as two new [B, T] int64 CPU tensors (owned like any op's result); the
- * position advances by one. */
+ * position advances by one. Fails (position unchanged) if the file can no longer be read. */
 kn_status kn_token_loader_next(kn_token_loader *l, kn_tensor **inputs, kn_tensor **targets);
 /* The number of batches handed out so far (or the index seeked to): save it to resume. */
 int64_t kn_token_loader_position(const kn_token_loader *l);

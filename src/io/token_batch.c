@@ -48,11 +48,13 @@ static int64_t window_start(kn_batch_rule *r, int64_t g) {
     return r->perm[g % r->windows] * r->T;
 }
 
-void kn_batch_fill(kn_batch_rule *r, int64_t i, int64_t *inputs, int64_t *targets) {
-    for (int64_t b = 0; b < r->B; b++) {
-        int64_t s = window_start(r, i * r->B + b);
-        /* s + T <= N - 2 by both rules, so the reads lie inside the file and cannot fail. */
-        (void)kn_token_file_read(r->file, s, r->T, inputs + b * r->T);
-        (void)kn_token_file_read(r->file, s + 1, r->T, targets + b * r->T);
+kn_status kn_batch_fill(kn_batch_rule *r, int64_t i, int64_t *inputs, int64_t *targets) {
+    kn_status s = KN_OK;
+    for (int64_t b = 0; s == KN_OK && b < r->B; b++) {
+        int64_t start = window_start(r, i * r->B + b);
+        /* start + T <= N - 2 by both rules, so the reads lie inside the file as it was opened. */
+        s = kn_token_file_read(r->file, start, r->T, inputs + b * r->T);
+        if (s == KN_OK) s = kn_token_file_read(r->file, start + 1, r->T, targets + b * r->T);
     }
+    return s;
 }

@@ -24,8 +24,9 @@ typedef struct kn_batch_rule {
 kn_status kn_batch_rule_init(kn_batch_rule *r, const kn_token_file *f, const char *path, int64_t B, int64_t T,
                              bool shuffle, uint64_t seed);
 void kn_batch_rule_free(kn_batch_rule *r);
-/* Writes batch i (0 <= i <= last_batch) as row-major [B, T] inputs and targets. Not thread-
- * safe for one rule: it caches the shuffled epoch's permutation. */
-void kn_batch_fill(kn_batch_rule *r, int64_t i, int64_t *inputs, int64_t *targets);
+/* Writes batch i (0 <= i <= last_batch) as row-major [B, T] inputs and targets; fails only
+ * when the file shrank or changed since it was opened (kn_token_file_read). Not thread-safe
+ * for one rule: it caches the shuffled epoch's permutation. */
+kn_status kn_batch_fill(kn_batch_rule *r, int64_t i, int64_t *inputs, int64_t *targets);
 
 #endif

@@ -6,8 +6,10 @@
  * makes `want` whenever it differs from `ready`; next() waits for ready == position, copies
  * the arrays into tensors and asks for position + 1; seek() only changes `want`, so a batch
  * the thread was making for an old `want` is simply not the one next() waits for. One set of
- * arrays suffices because next() copies them out before it asks for more. */
+ * arrays suffices because next() copies them out before it asks for more. A batch the thread
+ * could not read (the file shrank) is ready with its error, which next() reports. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +27,8 @@ struct kn_token_loader {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int64_t want, ready;
+    kn_status ready_status; /* the ready batch's: KN_OK, or the error kept in ready_error */
+    char ready_error[512];
     bool stop;
 };
 
@@ -37,9 +41,11 @@ static void *prefetch_main(void *arg) {
         int64_t i = l->want;
         l->ready = -1;
         pthread_mutex_unlock(&l->mu);
-        kn_batch_fill(&l->rule, i, l->inputs, l->targets);
+        kn_status st = kn_batch_fill(&l->rule, i, l->inputs, l->targets);
         pthread_mutex_lock(&l->mu);
         l->ready = i;
+        l->ready_status = st;
+        if (st != KN_OK) snprintf(l->ready_error, sizeof l->ready_error, "%s", kn_last_error());
         pthread_cond_broadcast(&l->cv);
     }
     pthread_mutex_unlock(&l->mu);
@@ -130,14 +136,14 @@ kn_status kn_token_loader_next(kn_token_loader *l, kn_tensor **inputs, kn_tensor
         return kn_error(KN_ERR_INDEX, "token loader: batch %lld is past the last one (%lld) whose token offsets fit "
                         "in int64", (long long)i, (long long)l->rule.last_batch);
     if (!l->prefetch) {
-        kn_batch_fill(&l->rule, i, l->inputs, l->targets);
-        kn_status s = hand_out(l, inputs, targets);
+        kn_status s = kn_batch_fill(&l->rule, i, l->inputs, l->targets);
+        if (s == KN_OK) s = hand_out(l, inputs, targets);
         if (s == KN_OK) l->position++;
         return s;
     }
     pthread_mutex_lock(&l->mu);
     while (l->ready != i) pthread_cond_wait(&l->cv, &l->mu);
-    kn_status s = hand_out(l, inputs, targets);
+    kn_status s = l->ready_status != KN_OK ? kn_error(l->ready_status, "%s", l->ready_error) : hand_out(l, inputs, targets);
     if (s == KN_OK) {
         l->position++;
         l->want = i < l->rule.last_batch ? i + 1 : -1;

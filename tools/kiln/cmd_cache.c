@@ -9,12 +9,15 @@
 #include "commands.h"
 #include "kiln/kiln.h"
 
-static int usage(void) {
-    fprintf(stderr, "usage: kiln cache path | stats [--json] | clear\n"
-                    "  path   the cache directory ($KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)\n"
-                    "  stats  entries, bytes and the bound ($KILN_CACHE_MAX_MB, default 1024)\n"
-                    "  clear  delete every entry\n");
-    return 2;
+/* Prints the usage to f; returns the exit code for it (0 when asked for, 2 after an error). */
+static int usage(FILE *f) {
+    fprintf(f, "usage: kiln cache path | stats [--json] | clear\n"
+               "  path          the cache directory ($KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)\n"
+               "  stats         entries, bytes and the bound ($KILN_CACHE_MAX_MB, default 1024; KILN_CACHE=0 turns\n"
+               "                the cache off)\n"
+               "  stats --json  the same as JSON [default: text]\n"
+               "  clear         delete every entry\n");
+    return f == stdout ? 0 : 2;
 }
 
 static int stats(bool json) {
@@ -44,6 +47,7 @@ static int stats(bool json) {
 }
 
 int kiln_cmd_cache(int argc, char **argv) {
+    if (kiln_wants_help(argc, argv)) return usage(stdout);
     const char *sub = argc > 1 ? argv[1] : "";
     if (strcmp(sub, "path") == 0 && argc == 2) {
         printf("%s\n", kn_ccache_dir());
@@ -62,5 +66,5 @@ int kiln_cmd_cache(int argc, char **argv) {
     }
     bool known = strcmp(sub, "path") == 0 || strcmp(sub, "stats") == 0 || strcmp(sub, "clear") == 0;
     if (*sub) fprintf(stderr, "kiln cache: %s '%s'\n", known ? "bad arguments to" : "unknown subcommand", sub);
-    return usage();
+    return usage(stderr);
 }

@@ -23,6 +23,16 @@ static kn_tensor *small_model(kn_tensor *x, kn_tensor *w) {
 }
 
 int kiln_cmd_demo(int argc, char **argv) {
+    if (argc > 1) {
+        bool help = kiln_wants_help(argc, argv);
+        if (!help) fprintf(stderr, "kiln demo: unknown option '%s'\n", argv[1]);
+        fprintf(help ? stdout : stderr,
+                "usage: kiln demo\n"
+                "  a short tour of the runtime: the same ops in strict and debug mode, an error reported as a value,\n"
+                "  debug mode naming the op that made a NaN, and a meta-device trace of a model too large to hold.\n"
+                "  It takes no options; KILN_THREADS sets its threads.\n");
+        return help ? 0 : 2;
+    }
     printf("kiln %s demo  (threads: %d)\n\n", kn_version(), kn_get_num_threads());
     kn_manual_seed(42);
     kn_scope_push();

@@ -8,8 +8,13 @@
 
 int kiln_cmd_info(int argc, char **argv) {
     if (argc > 1) {
-        fprintf(stderr, "usage: kiln info\n");
-        return 2;
+        bool help = kiln_wants_help(argc, argv);
+        fprintf(help ? stdout : stderr,
+                "usage: kiln info\n"
+                "  how this kiln was built (compiler, sanitizers, CUDA, MPI, NCCL, BLAS) and what it finds: threads,\n"
+                "  mode, shadow, default device, devices. It takes no options; the environment sets what it reports\n"
+                "  (KILN_THREADS, KILN_MODE, KILN_SHADOW, KILN_DEVICE; kiln help lists them).\n");
+        return help ? 0 : 2;
     }
     printf("kiln %s (%s build, %s)\n", kn_version(), KILN_BUILD_TYPE, KILN_BUILD_DATE);
     printf("compiler:      %s\n", KILN_C_COMPILER);

@@ -64,7 +64,19 @@ static int print_table(const kn_device_type *devices, int n_devices) {
     return 0;
 }
 
+static void usage(FILE *f) {
+    fprintf(f, "usage: kiln ops [--device D] [--json]\n"
+               "  the op table: each op, its kind, and the dtypes each backend has a kernel for\n\n"
+               "options:\n"
+               "  --device D  only this backend: cpu, meta or cuda [default: cpu and meta]\n"
+               "  --json      print JSON instead of the table [default: the table]\n");
+}
+
 int kiln_cmd_ops(int argc, char **argv) {
+    if (kiln_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     bool json = false;
     kn_device_type devices[KN_DEVICE_TYPE_COUNT] = {KN_DEVICE_CPU, KN_DEVICE_META};
     int n_devices = 2;
@@ -80,7 +92,8 @@ int kiln_cmd_ops(int argc, char **argv) {
             devices[0] = d.type;
             n_devices = 1;
         } else {
-            fprintf(stderr, "kiln ops: unknown option '%s'\nusage: kiln ops [--device D] [--json]\n", argv[i]);
+            fprintf(stderr, "kiln ops: unknown option '%s'\n", argv[i]);
+            usage(stderr);
             return 2;
         }
     }

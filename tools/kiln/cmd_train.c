@@ -10,21 +10,22 @@
 
 static const struct {
     const char *name;
+    unsigned bit; /* which options it takes (train_options.c) */
     void (*defaults)(train_options *o);
     int (*run)(const train_options *o);
     const char *help;
 } tasks[] = {
-    {"gpt2", train_gpt2_defaults, train_gpt2_run, "GPT-2 (Hugging Face layout) on a token file"},
-    {"adder", train_adder_defaults, train_adder_run, "a small GPT that learns to add two 2-digit numbers"},
-    {"llama", train_lm_defaults, train_llama_run, "fine-tune a Llama model directory (--init DIR) on a token file"},
-    {"qwen2", train_lm_defaults, train_qwen2_run, "fine-tune a Qwen2 model directory (--init DIR) on a token file"},
-    {"qwen3", train_lm_defaults, train_qwen3_run, "fine-tune a Qwen3 model directory (--init DIR) on a token file"},
-    {"lm", train_lm_defaults, train_lm_run, "fine-tune any causal LM directory kiln loads (gpt2, llama, qwen2, qwen3)"},
-    {"dlrm", train_dlrm_defaults, train_dlrm_run, "DLRM on synthetic click logs (held-out AUC)"},
-    {"unet", train_unet_defaults, train_unet_run, "a DDPM UNet on synthetic images; samples written as PNG"},
-    {"mingpt", train_mingpt_defaults, train_mingpt_run, "a character-level GPT on a text file, with samples"},
-    {"resnet18", train_resnet18_defaults, train_resnet18_run, "torchvision's ResNet-18 on synthetic shapes (accuracy)"},
-    {"resnet50", train_resnet50_defaults, train_resnet50_run, "torchvision's ResNet-50 on synthetic shapes (accuracy)"},
+    {"gpt2", TASK_GPT2, train_gpt2_defaults, train_gpt2_run, "GPT-2 (Hugging Face layout) on a token file"},
+    {"adder", TASK_ADDER, train_adder_defaults, train_adder_run, "a small GPT that learns to add two 2-digit numbers"},
+    {"llama", TASK_LM, train_lm_defaults, train_llama_run, "fine-tune a Llama model directory (--init DIR) on a token file"},
+    {"qwen2", TASK_LM, train_lm_defaults, train_qwen2_run, "fine-tune a Qwen2 model directory (--init DIR) on a token file"},
+    {"qwen3", TASK_LM, train_lm_defaults, train_qwen3_run, "fine-tune a Qwen3 model directory (--init DIR) on a token file"},
+    {"lm", TASK_LM, train_lm_defaults, train_lm_run, "fine-tune any causal LM directory kiln loads (gpt2, llama, qwen2, qwen3)"},
+    {"dlrm", TASK_DLRM, train_dlrm_defaults, train_dlrm_run, "DLRM on synthetic click logs (held-out AUC)"},
+    {"unet", TASK_UNET, train_unet_defaults, train_unet_run, "a DDPM UNet on synthetic images; samples written as PNG"},
+    {"mingpt", TASK_MINGPT, train_mingpt_defaults, train_mingpt_run, "a character-level GPT on a text file, with samples"},
+    {"resnet18", TASK_RESNET, train_resnet18_defaults, train_resnet18_run, "torchvision's ResNet-18 on synthetic shapes (accuracy)"},
+    {"resnet50", TASK_RESNET, train_resnet50_defaults, train_resnet50_run, "torchvision's ResNet-50 on synthetic shapes (accuracy)"},
 };
 
 /* Options every task starts from (AdamW as nanoGPT sets it). */
@@ -34,35 +35,31 @@ static void common_defaults(train_options *o) {
                          .device = "cpu"};
 }
 
-/* Threads, device and mode, from the options. */
-static bool apply_runtime(const train_options *o) {
+/* Threads, device and mode, from the options; a device without values makes the run a trace. */
+static bool apply_runtime(const char *task, train_options *o) {
     kn_device device;
     kn_mode mode;
     if (o->threads) kn_set_num_threads(o->threads);
     if (!kn_device_parse(o->device, &device) || kn_set_default_device(device) != KN_OK) {
-        fprintf(stderr, "kiln train: --device %s: %s\n", o->device,
+        fprintf(stderr, "kiln train %s: --device %s: %s\n", task, o->device,
                 kn_last_status() ? kn_last_error() : "not a device (cpu, meta)");
         return false;
     }
     if (o->mode && (!kn_mode_parse(o->mode, &mode) || kn_set_mode(mode) != KN_OK)) {
-        fprintf(stderr, "kiln train: --mode %s: %s\n", o->mode,
-                kn_last_status() ? kn_last_error() : "not a mode (strict, debug)");
+        fprintf(stderr, "kiln train %s: --mode %s: %s\n", task, o->mode,
+                kn_last_status() ? kn_last_error() : "not a mode (" KILN_MODES ")");
+        return false;
+    }
+    o->trace = device.type == KN_DEVICE_META;
+    /* A trace reads no values, so it writes nothing and resumes nothing. */
+    const char *writes = !o->trace ? NULL : o->save_dir ? "--save" : o->resume_dir ? "--resume" : o->log_path ? "--log" : NULL;
+    if (writes) {
+        fprintf(stderr, "kiln train %s: %s does not apply to --device %s, which traces shapes and holds no values\n", task,
+                writes, o->device);
         return false;
     }
     kn_manual_seed(o->seed);
     return true;
-}
-
-static bool check_options(const train_options *o) {
-    const char *bad = o->batch < 1 ? "--batch must be at least 1"
-                      : o->seq < 1 ? "--seq must be at least 1"
-                      : o->grad_accum < 1 ? "--grad-accum must be at least 1"
-                      : !(o->lr >= 0) ? "--lr must not be negative"
-                      : !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1) ? "--betas must lie in [0, 1)"
-                      : !(o->dropout >= 0 && o->dropout < 1) ? "--dropout must lie in [0, 1)"
-                      : NULL;
-    if (bad) fprintf(stderr, "kiln train: %s\n", bad);
-    return !bad;
 }
 
 static void usage(void) {
@@ -82,10 +79,14 @@ int kiln_cmd_train(int argc, char **argv) {
         tasks[i].defaults(&o);
         for (int a = 2; a < argc; a++)
             if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
-                train_options_usage(tasks[i].name, &o);
+                train_options_usage(tasks[i].name, tasks[i].bit, &o);
                 return 0;
             }
-        if (!train_options_parse(&o, argc - 2, argv + 2) || !check_options(&o) || !apply_runtime(&o)) return 2;
+        int64_t task_steps = o.steps;
+        o.steps = -1; /* not given: the task's, or one step to trace */
+        if (!train_options_parse(&o, tasks[i].name, tasks[i].bit, argc - 2, argv + 2) || !apply_runtime(tasks[i].name, &o))
+            return 2;
+        if (o.steps < 0) o.steps = o.trace ? 1 : task_steps;
         return tasks[i].run(&o);
     }
     fprintf(stderr, "kiln train: unknown task '%s'\n", argv[1]);

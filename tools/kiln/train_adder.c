@@ -158,7 +158,7 @@ int train_adder_run(const train_options *o) {
                        .tie_word_embeddings = true};
     t->model = gpt2_new(&cfg);
     int rc = 1;
-    if (!t->model) {
+    if (!t->model || (o->init_path && gpt2_load_weights(t->model, o->init_path) != KN_OK)) {
         fprintf(stderr, "kiln train adder: %s\n", kn_last_error());
     } else {
         if (!o->quiet)

@@ -8,6 +8,7 @@
 
 #include "dlrm/click_data.h"
 #include "dlrm/dlrm.h"
+#include "train_init.h"
 #include "train_loop.h"
 #include "train_tasks.h"
 
@@ -149,7 +150,8 @@ int train_dlrm_run(const train_options *o) {
     t.data = click_data_generate(&logs);
     t.order = malloc(sizeof *t.order * (size_t)t.n_train);
     t.model = t.data && t.order ? dlrm_new(&cfg) : NULL;
-    if (!t.model || kn_module_named(t.model, KN_PARAMS, &params) != KN_OK) {
+    if (!t.model || (o->init_path && train_init_module(t.model, o->init_path, "dlrm") != KN_OK) ||
+        kn_module_named(t.model, KN_PARAMS, &params) != KN_OK) {
         fprintf(stderr, "kiln train dlrm: %s\n", kn_last_status() ? kn_last_error() : "out of host memory");
         goto done;
     }

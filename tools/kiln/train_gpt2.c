@@ -1,22 +1,25 @@
 /* `kiln train gpt2`: GPT-2 on a token file, batches read by the deterministic rule of
  * kiln/data.h (micro-batch g row b starts at ((g*B + b)*T) mod (N - T - 1)). */
+#include <math.h>
 #include <stdio.h>
 
 #include "gpt2/gpt2.h"
+#include "train_data.h"
 #include "train_loop.h"
 #include "train_tasks.h"
 
 typedef struct gpt2_task {
+    const train_options *o;
     gpt2 *model;
     kn_token_loader *loader;
 } gpt2_task;
 
-void train_gpt2_defaults(train_options *o) { (void)o; }
+void train_gpt2_defaults(train_options *o) { o->dropout = NAN; /* --config's */ }
 
 bool train_gpt2_config(const train_options *o, gpt2_config *c) {
     *c = gpt2_config_124m();
     if (o->config_path && gpt2_config_load(o->config_path, c) != KN_OK) {
-        fprintf(stderr, "kiln train: %s\n", kn_last_error());
+        fprintf(stderr, "kiln train gpt2: %s\n", kn_last_error());
         return false;
     }
     if (o->n_layer) c->n_layer = o->n_layer;
@@ -24,9 +27,9 @@ bool train_gpt2_config(const train_options *o, gpt2_config *c) {
     if (o->n_embd) c->n_embd = o->n_embd;
     if (o->vocab) c->vocab_size = o->vocab;
     if (o->block) c->n_positions = o->block;
-    if (o->dropout) c->dropout = o->dropout;
+    if (!isnan(o->dropout)) c->dropout = o->dropout;
     if (gpt2_config_check(c) != KN_OK) {
-        fprintf(stderr, "kiln train: %s\n", kn_last_error());
+        fprintf(stderr, "kiln train gpt2: %s\n", kn_last_error());
         return false;
     }
     return true;
@@ -35,49 +38,31 @@ bool train_gpt2_config(const train_options *o, gpt2_config *c) {
 static kn_tensor *micro_loss(void *ctx, int64_t g) {
     gpt2_task *t = ctx;
     kn_tensor *x, *y;
-    if (kn_token_loader_position(t->loader) != g && kn_token_loader_seek(t->loader, g) != KN_OK) return NULL;
-    if (kn_token_loader_next(t->loader, &x, &y) != KN_OK) return NULL;
+    if (train_tokens_batch(t->loader, t->o, g, &x, &y) != KN_OK) return NULL;
     return gpt2_loss(t->model, x, y);
 }
 
 int train_gpt2_run(const train_options *o) {
     gpt2_config cfg;
-    if (!train_gpt2_config(o, &cfg)) return 2;
-    if (!o->data_path) {
-        fprintf(stderr, "kiln train gpt2: --data FILE.bin is required (a token file)\n");
+    gpt2_task t = {.o = o};
+    if (!train_gpt2_config(o, &cfg) || !train_tokens_open(o, "gpt2", cfg.vocab_size, cfg.n_positions, &t.loader))
         return 2;
-    }
-    if (o->seq > cfg.n_positions) {
-        fprintf(stderr, "kiln train gpt2: --seq %lld exceeds the model's %d positions\n", (long long)o->seq,
-                cfg.n_positions);
-        return 2;
-    }
-    kn_token_loader_options lo = KN_TOKEN_LOADER_OPTIONS_DEFAULT;
-    lo.B = o->batch;
-    lo.T = o->seq;
-    lo.vocab_size = cfg.vocab_size;
-    if (!train_token_format(o, cfg.vocab_size, &lo.format)) return 2;
-    lo.shuffle = o->shuffle;
-    lo.seed = o->seed;
-    gpt2_task t = {.loader = kn_token_loader_open(o->data_path, &lo)};
-    if (!t.loader) {
-        fprintf(stderr, "kiln train gpt2: %s\n", kn_last_error());
-        return 1;
-    }
     t.model = gpt2_new(&cfg);
     int rc = 1;
     if (!t.model || (o->init_path && gpt2_load_weights(t.model, o->init_path) != KN_OK)) {
         fprintf(stderr, "kiln train gpt2: %s\n", kn_last_error());
     } else {
-        if (!o->quiet)
-            fprintf(stderr, "gpt2: %d layers, %d heads, %d wide, vocab %d: %.2fM parameters; %lld tokens in %s\n",
-                    cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.vocab_size, gpt2_num_params(t.model) / 1e6,
-                    (long long)kn_token_loader_num_tokens(t.loader), o->data_path);
+        if (!o->quiet) {
+            fprintf(stderr, "gpt2: %d layers, %d heads, %d wide, vocab %d: %.2fM parameters", cfg.n_layer, cfg.n_head,
+                    cfg.n_embd, cfg.vocab_size, gpt2_num_params(t.model) / 1e6);
+            if (t.loader) fprintf(stderr, "; %lld tokens in %s", (long long)kn_token_loader_num_tokens(t.loader), o->data_path);
+            fputc('\n', stderr);
+        }
         train_job job = {.task = "gpt2", .ctx = &t, .n_params = t.model->n_params, .names = t.model->names,
                          .params = t.model->params, .micro_loss = micro_loss, .tokens_per_micro = o->batch * o->seq};
         double loss;
         rc = train_run(o, &job, &loss);
-        if (rc == 0 && !o->quiet) fprintf(stderr, "final loss %.4f\n", loss);
+        if (rc == 0 && !o->quiet && !o->trace) fprintf(stderr, "final loss %.4f\n", loss);
     }
     gpt2_free(t.model);
     kn_token_loader_close(t.loader);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "lm/lm.h"
+#include "train_data.h"
 #include "train_loop.h"
 #include "train_tasks.h"
 
@@ -28,8 +29,7 @@ typedef struct lm_task {
 static kn_tensor *micro_loss(void *ctx, int64_t g) {
     lm_task *t = ctx;
     kn_tensor *x, *y;
-    if (kn_token_loader_position(t->loader) != g && kn_token_loader_seek(t->loader, g) != KN_OK) return NULL;
-    if (kn_token_loader_next(t->loader, &x, &y) != KN_OK) return NULL;
+    if (train_tokens_batch(t->loader, t->o, g, &x, &y) != KN_OK) return NULL;
     return lm_loss(t->model, x, y);
 }
 
@@ -83,19 +83,16 @@ static kn_status after_step(void *ctx, int64_t done, bool last) {
 
 /* ---- setup ---------------------------------------------------------------------------------- */
 
-static bool refuse_size_flags(const train_options *o, const char *task) {
-    const char *flag = o->n_layer ? "--n-layer" : o->n_head ? "--n-head" : o->n_embd ? "--n-embd" : o->vocab ? "--vocab"
-                       : o->block ? "--block" : o->dropout ? "--dropout" : NULL;
-    if (flag) fprintf(stderr, "kiln train %s: %s: the model's shape comes from its config.json\n", task, flag);
-    return !flag;
-}
-
 /* The model from --init (a model directory) or --config (seeded random weights), in f32. */
 static bool load_model(lm_task *t) {
     const train_options *o = t->o;
     if (!o->init_path && !o->config_path) {
         fprintf(stderr, "kiln train %s: --init MODEL_DIR (or --config config.json, for random weights) is required\n",
                 t->name);
+        return false;
+    }
+    if (o->init_path && o->config_path) {
+        fprintf(stderr, "kiln train %s: --init and --config both name the model; give one\n", t->name);
         return false;
     }
     if (o->init_path) {
@@ -120,50 +117,31 @@ static bool family_matches(const lm_task *t, const lm_config *c) {
     return false;
 }
 
-static bool open_data(lm_task *t, const lm_config *c) {
-    const train_options *o = t->o;
-    kn_token_loader_options lo = KN_TOKEN_LOADER_OPTIONS_DEFAULT;
-    if (!o->data_path) {
-        fprintf(stderr, "kiln train %s: --data FILE is required (a token file)\n", t->name);
-        return false;
-    }
-    if (o->seq > c->max_position_embeddings) {
-        fprintf(stderr, "kiln train %s: --seq %lld exceeds the model's %d positions\n", t->name, (long long)o->seq,
-                c->max_position_embeddings);
-        return false;
-    }
-    lo.B = o->batch;
-    lo.T = o->seq;
-    lo.vocab_size = c->vocab_size;
-    lo.shuffle = o->shuffle;
-    lo.seed = o->seed;
-    if (!train_token_format(o, c->vocab_size, &lo.format)) return false;
-    if (!(t->loader = kn_token_loader_open(o->data_path, &lo))) fprintf(stderr, "kiln train %s: %s\n", t->name, kn_last_error());
-    return t->loader != NULL;
-}
-
 static int run_task(const train_options *o, const char *name) {
     lm_task t = {.o = o, .name = name};
     int rc = 2;
-    if (!refuse_size_flags(o, name) || !load_model(&t)) goto done;
+    if (!load_model(&t)) goto done;
     const lm_config *c = lm_config_of(t.model);
-    if (!family_matches(&t, c) || !open_data(&t, c)) goto done;
+    if (!family_matches(&t, c) || !train_tokens_open(o, name, c->vocab_size, c->max_position_embeddings, &t.loader))
+        goto done;
     rc = 1;
     if (kn_module_named(lm_module(t.model), KN_PARAMS, &t.params) != KN_OK) {
         fprintf(stderr, "kiln train %s: %s\n", name, kn_last_error());
         goto done;
     }
-    if (!o->quiet)
-        fprintf(stderr, "%s: %d layers, %d heads (%d kv), %d wide, vocab %d: %.2fM parameters; %lld tokens in %s\n",
-                lm_family_name(c->family), c->n_layers, c->n_heads, c->n_kv_heads, c->hidden_size, c->vocab_size,
-                kn_module_num_params(lm_module(t.model)) / 1e6, (long long)kn_token_loader_num_tokens(t.loader),
-                o->data_path);
+    if (!o->quiet) {
+        fprintf(stderr, "%s: %d layers, %d heads (%d kv), %d wide, vocab %d: %.2fM parameters", lm_family_name(c->family),
+                c->n_layers, c->n_heads, c->n_kv_heads, c->hidden_size, c->vocab_size,
+                kn_module_num_params(lm_module(t.model)) / 1e6);
+        if (t.loader) fprintf(stderr, "; %lld tokens in %s", (long long)kn_token_loader_num_tokens(t.loader), o->data_path);
+        fputc('\n', stderr);
+    }
     train_job job = {.task = name, .ctx = &t, .n_params = t.params.count, .names = t.params.names,
                      .params = t.params.tensors, .micro_loss = micro_loss, .tokens_per_micro = o->batch * o->seq,
                      .after_step = after_step};
     double loss;
     rc = train_run(o, &job, &loss);
-    if (rc == 0 && !o->quiet) fprintf(stderr, "final loss %.4f\n", loss);
+    if (rc == 0 && !o->quiet && !o->trace) fprintf(stderr, "final loss %.4f\n", loss);
 done:
     kn_named_tensors_free(&t.params);
     kn_token_loader_close(t.loader);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "train_checkpoint.h"
+#include "train_trace.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -45,20 +46,33 @@ static kn_optimizer *make_optimizer(const train_options *o, const train_job *job
     return opt;
 }
 
-static void show_progress(const train_options *o, int64_t step, double loss, double lr, double tok_s) {
+/* Seconds as m:ss, or h:mm:ss from an hour. */
+static void format_duration(char *buf, size_t n, double seconds) {
+    long s = seconds > 0 && seconds < 1e9 ? (long)(seconds + 0.5) : 0;
+    if (s >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else snprintf(buf, n, "%ld:%02ld", s / 60, s % 60);
+}
+
+/* After step `step` (0-based); the run started at step `first`, `elapsed` seconds ago. The
+ * time left assumes the remaining steps take what this run's steps took on average. */
+static void show_progress(const train_options *o, int64_t step, int64_t first, double loss, double lr, double tok_s,
+                          double elapsed) {
     if (o->quiet) return;
+    char spent[32], left[32];
+    format_duration(spent, sizeof spent, elapsed);
+    format_duration(left, sizeof left, elapsed / (double)(step + 1 - first) * (double)(o->steps - step - 1));
     if (isatty(STDERR_FILENO)) {
         int width = 30, done = (int)((step + 1) * width / o->steps);
-        fprintf(stderr, "\r[%.*s%*s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s ", done,
+        fprintf(stderr, "\r[%.*s%*s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  %s elapsed, eta %s ", done,
                 "##############################", width - done, "", (long long)(step + 1), (long long)o->steps, loss,
-                lr, tok_s);
+                lr, tok_s, spent, left);
         if (step + 1 == o->steps) fputc('\n', stderr);
         return;
     }
     int64_t every = o->steps >= 20 ? o->steps / 20 : 1;
     if ((step + 1) % every == 0 || step == 0 || step + 1 == o->steps)
-        fprintf(stderr, "step %lld/%lld loss %.4f lr %.3e %.0f tok/s\n", (long long)(step + 1), (long long)o->steps,
-                loss, lr, tok_s);
+        fprintf(stderr, "step %lld/%lld loss %.4f lr %.3e %.0f tok/s elapsed %s eta %s\n", (long long)(step + 1),
+                (long long)o->steps, loss, lr, tok_s, spent, left);
 }
 
 /* One optimizer step: K micro-batches (each loss scaled by 1/K), clipping, the update. */
@@ -91,6 +105,11 @@ static kn_status train_step(const train_options *o, const train_job *job, kn_opt
 int train_run(const train_options *o, const train_job *job, double *final_loss) {
     kn_optimizer *opt = make_optimizer(o, job);
     if (!opt) return fail("optimizer");
+    if (o->trace) { /* a device without values: record the steps instead (train_trace.h) */
+        int traced = train_trace(o, job, opt);
+        kn_optimizer_free(opt);
+        return traced;
+    }
     kn_lr_schedule sched;
     int rc = 0;
     FILE *log = NULL;
@@ -109,7 +128,7 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
         rc = 1;
         goto done;
     }
-    double loss = NAN;
+    double loss = NAN, t_run = now_ms();
     for (int64_t step = start; step < o->steps; step++) {
         double t0 = now_ms(), lr = kn_lr_at(&sched, step), grad_norm = NAN;
         if (train_step(o, job, opt, step, lr, &loss, &grad_norm) != KN_OK) {
@@ -130,7 +149,7 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
                     (long long)step, loss, lr, grad_norm, ms, tok_s);
             fflush(log);
         }
-        show_progress(o, step, loss, lr, tok_s);
+        show_progress(o, step, start, loss, lr, tok_s, (now_ms() - t_run) / 1e3);
         int64_t done = step + 1;
         bool last = done == o->steps;
         if (o->save_dir && ((o->save_every && done % o->save_every == 0) || last) &&

@@ -254,7 +254,7 @@ int train_mingpt_run(const train_options *o) {
     gpt2_config cfg = {.n_layer = o->n_layer, .n_head = o->n_head, .n_embd = o->n_embd, .vocab_size = t->vocab_size,
                        .n_positions = (int)o->seq, .layer_norm_epsilon = 1e-5, .dropout = o->dropout,
                        .tie_word_embeddings = true};
-    if (!(t->model = gpt2_new(&cfg))) {
+    if (!(t->model = gpt2_new(&cfg)) || (o->init_path && gpt2_load_weights(t->model, o->init_path) != KN_OK)) {
         fprintf(stderr, "kiln train mingpt: %s\n", kn_last_error());
         goto done;
     }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "png/png_image.h"
+#include "train_init.h"
 #include "train_loop.h"
 #include "train_tasks.h"
 #include "unet/ddpm.h"
@@ -150,13 +151,14 @@ int train_unet_run(const train_options *o) {
     /* iDDPM's rescaling of DDPM's 1000-step linear schedule (1e-4 .. 0.02) to fewer steps. */
     double scale = 1000.0 / DIFFUSION_STEPS;
     if (!t.losses || ddpm_schedule_linear(&t.schedule, DIFFUSION_STEPS, 1e-4 * scale, 0.02 * scale) != KN_OK ||
-        prepare_dir(&t) != KN_OK || !(t.model = unet_new(&cfg)) || kn_module_named(t.model, KN_PARAMS, &params) != KN_OK) {
+        !(t.model = unet_new(&cfg)) || (o->init_path && train_init_module(t.model, o->init_path, "unet") != KN_OK) ||
+        (!o->trace && prepare_dir(&t) != KN_OK) || kn_module_named(t.model, KN_PARAMS, &params) != KN_OK) {
         fprintf(stderr, "kiln train unet: %s\n", kn_last_status() ? kn_last_error() : "out of host memory");
         goto done;
     }
     if (!o->quiet)
         fprintf(stderr, "unet: %lld parameters; DDPM (%d steps) on %dx%d RGB discs and squares; samples in %s\n",
-                (long long)kn_module_num_params(t.model), DIFFUSION_STEPS, SIZE, SIZE, t.dir);
+                (long long)kn_module_num_params(t.model), DIFFUSION_STEPS, SIZE, SIZE, o->trace ? "none (a trace)" : t.dir);
     train_job job = {.task = "unet", .ctx = &t, .n_params = params.count, .names = params.names, .params = params.tensors,
                      .micro_loss = micro_loss, .tokens_per_micro = o->batch, .after_step = after_step,
                      .losses = t.losses};

@@ -1,0 +1,241 @@
+/* `kiln train` options as each task declares them: values out of range refused with the value
+ * named (NaN and infinities among them), options of other tasks refused, per-task --help with
+ * a default on every line, a text file given as tokens refused with what to do, the progress
+ * lines' elapsed time and ETA, and every task traced on the meta device. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define FIXTURES KILN_SOURCE_DIR "/tests/fixtures"
+
+static const char *kiln;
+static char tmp[256], out_path[512];
+
+static const char *const one_thread[] = {"KILN_THREADS=1", NULL};
+
+/* Runs kiln with args (NULL-terminated), stdout and stderr into out_path; the exit code. */
+static int run(const char *const *args) { return run_program(kiln, args, NULL, out_path, NULL, one_thread); }
+
+static bool output_contains(const char *needle) {
+    char *s = read_text_file(out_path);
+    bool ok = s && strstr(s, needle);
+    free(s);
+    return ok;
+}
+
+static bool output_has(const char *needle) {
+    bool ok = output_contains(needle);
+    if (!ok) {
+        char *s = read_text_file(out_path);
+        fprintf(stderr, "  expected \"%s\" in the output:\n%s\n", needle, s ? s : "(none)");
+        free(s);
+    }
+    return ok;
+}
+
+/* `kiln train TASK --NAME VALUE` exits 2 before training, naming the value and `why`. */
+static void check_refused(const char *task, const char *name, const char *value, const char *why) {
+    char flag[64], said[160];
+    snprintf(flag, sizeof flag, "--%s", name);
+    snprintf(said, sizeof said, "--%s %s: %s", name, value, why);
+    const char *args[] = {"train", task, flag, value, NULL};
+    CHECK_MSG(run(args) == 2, "kiln train %s %s %s was not refused", task, flag, value);
+    CHECK(output_has(said));
+    CHECK(!output_contains("step 1/")); /* before any training */
+}
+
+static void test_float_options_refuse_nan_and_infinity(void) {
+    const char *floats[] = {"lr", "min-lr", "weight-decay", "eps", "grad-clip", "dropout"};
+    for (size_t i = 0; i < sizeof floats / sizeof *floats; i++) {
+        check_refused("gpt2", floats[i], "nan", "not a finite number");
+        check_refused("gpt2", floats[i], "inf", "not a finite number");
+        check_refused("gpt2", floats[i], "-1", strcmp(floats[i], "dropout") ? "must not be negative" : "must be at least 0");
+    }
+    check_refused("mingpt", "temperature", "nan", "not a finite number");
+    check_refused("gpt2", "dropout", "1", "must be at least 0 and below 1");
+    check_refused("gpt2", "betas", "0.9,nan", "each beta must be at least 0 and below 1");
+}
+
+/* --grad-clip -1 used to turn clipping off without a word; 0 is the documented way. */
+static void test_negative_grad_clip_is_refused_and_zero_documented(void) {
+    check_refused("adder", "grad-clip", "-1", "must not be negative");
+    CHECK(run((const char *[]){"train", "adder", "--help", NULL}) == 0);
+    CHECK(output_has("--grad-clip") && output_has("0: no clipping"));
+}
+
+/* A size given as 0 is named as given (it used to fall back to GPT-2 small's 12 heads). */
+static void test_sizes_name_the_value_given(void) {
+    check_refused("gpt2", "n-head", "0", "must be at least 1");
+    CHECK(!output_contains("12"));
+    check_refused("adder", "n-layer", "0", "must be at least 1");
+    check_refused("gpt2", "batch", "-3", "must be at least 1");
+    check_refused("gpt2", "steps", "0", "must be at least 1");
+    check_refused("resnet18", "image-size", "16", "must be at least 32");
+}
+
+static void test_mode_error_lists_every_mode(void) {
+    CHECK(run((const char *[]){"train", "adder", "--mode", "bogus", NULL}) == 2);
+    CHECK(output_has("--mode bogus: not a mode (strict, debug, fused)"));
+    CHECK(run((const char *[]){"train", "adder", "--help", NULL}) == 0);
+    CHECK(output_has("execution mode: strict, debug, fused"));
+    CHECK(run((const char *[]){"help", NULL}) == 0);
+    CHECK(output_has("KILN_MODE (strict, debug, fused)"));
+}
+
+/* An option another task takes is an error naming the option and the task, not silence. */
+static void test_options_of_other_tasks_are_refused(void) {
+    struct { const char *task, *flag, *value; } cases[] = {
+        {"adder", "--data", "x.txt"},    {"dlrm", "--n-layer", "2"}, {"unet", "--seq", "8"},
+        {"gpt2", "--eval-count", "5"},   {"llama", "--n-head", "2"}, {"resnet18", "--temperature", "1"},
+        {"mingpt", "--tokens", "u16"},   {"dlrm", "--samples", "d"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        CHECK(run((const char *[]){"train", cases[i].task, cases[i].flag, cases[i].value, NULL}) == 2);
+        char said[160];
+        snprintf(said, sizeof said, "kiln train %s: %s does not apply to this task", cases[i].task, cases[i].flag);
+        CHECK(output_has(said));
+    }
+    CHECK(run((const char *[]){"train", "adder", "--bogus", NULL}) == 2 && output_has("unknown option '--bogus'"));
+}
+
+/* A fine-tuning task takes its model from --init or --config; both at once is no silent choice. */
+static void test_lm_refuses_init_and_config_together(void) {
+    const char *args[] = {"train", "llama", "--init", FIXTURES "/lm/llama2", "--config", FIXTURES "/lm/llama2/config.json",
+                          "--device", "meta", NULL};
+    CHECK(run(args) == 2);
+    CHECK(output_has("--init and --config both name the model"));
+}
+
+/* Each option line of the task's help has a default, and says what the option is there. */
+static bool help_lines_have_defaults(void) {
+    char *s = read_text_file(out_path);
+    bool ok = s != NULL;
+    int lines = 0;
+    for (char *line = s ? strtok(s, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "  --", 4) != 0) continue;
+        lines++;
+        if (!strstr(line, "[default: ")) {
+            fprintf(stderr, "  no default: %s\n", line);
+            ok = false;
+        }
+    }
+    free(s);
+    return ok && lines > 10;
+}
+
+static void test_help_lists_each_tasks_own_options(void) {
+    struct { const char *task; const char *has[3], *lacks[3]; } cases[] = {
+        {"gpt2", {"--tokens", "--vocab", "sequences per micro-batch"}, {"--eval-count", "--temperature", "--samples"}},
+        {"adder", {"--eval-count", "held-out problems", "--init"}, {"--data", "--seq", "--image-size"}},
+        {"llama", {"model directory to fine-tune", "--tokens", "--config"}, {"--n-layer", "--dropout", "--eval-every"}},
+        {"mingpt", {"UTF-8 text file", "characters to sample", "--temperature"}, {"--tokens", "--shuffle", "--samples"}},
+        {"dlrm", {"held-out AUC", "click logs per micro-batch", "--init"}, {"--seq", "--n-embd", "--num-samples"}},
+        {"unet", {"data.png, loss.csv and samples.png", "images to sample", "--init"}, {"--seq", "--eval-count", "--data"}},
+        {"resnet50", {"--image-size", "held-out images", "resnetNN.safetensors"}, {"--seq", "--data", "--n-head"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        CHECK(run((const char *[]){"train", cases[i].task, "--help", NULL}) == 0);
+        for (int k = 0; k < 3; k++) CHECK(output_has(cases[i].has[k]));
+        for (int k = 0; k < 3; k++) {
+            char flag[64];
+            snprintf(flag, sizeof flag, "%s ", cases[i].lacks[k]);
+            CHECK_MSG(!output_contains(flag), "kiln train %s --help lists %s", cases[i].task, cases[i].lacks[k]);
+        }
+        CHECK_MSG(help_lines_have_defaults(), "kiln train %s --help", cases[i].task);
+        CHECK(!output_contains("--abort-after"));
+    }
+}
+
+/* Text given where a token file belongs is refused with what to do, before any training. */
+static void test_text_data_is_refused_with_what_to_do(void) {
+    char text[400];
+    snprintf(text, sizeof text, "%s/notes.txt", tmp);
+    FILE *f = fopen(text, "w");
+    for (int i = 0; f && i < 50; i++) fprintf(f, "Plain text is not a token file, line %d.\n", i);
+    if (f) fclose(f);
+    const char *args[] = {"train", "gpt2", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--vocab", "64",
+                          "--block", "16", "--seq", "8", "--steps", "1", "--data", text, NULL};
+    CHECK(run(args) == 2);
+    CHECK(output_has("notes.txt: looks like text, not token ids"));
+    CHECK(output_has("kiln tokenize MODEL_DIR --input FILE --output tokens.bin"));
+    CHECK(!output_contains("step 1/"));
+}
+
+/* Progress lines (not a terminal here) carry the time spent and the time left. */
+static void test_progress_shows_elapsed_time_and_eta(void) {
+    const char *args[] = {"train", "adder", "--steps", "2", "--batch", "8", "--eval-count", "10", NULL};
+    CHECK(run(args) == 0);
+    CHECK(output_has("step 1/2") && output_has("step 2/2"));
+    CHECK(output_has(" elapsed ") && output_has(" eta "));
+}
+
+/* kiln train TASK --device meta (with the extra args) prints a trace of some ops and FLOPs,
+ * trains nothing and writes nothing. */
+static void check_traces(const char *task, const char *const *extra) {
+    const char *args[32] = {"train", task, "--device", "meta"};
+    int n = 4;
+    for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    CHECK_MSG(run(args) == 0, "kiln train %s --device meta", task);
+    char head[128];
+    snprintf(head, sizeof head, "meta trace of kiln train %s: 1 step of 1 micro-batch", task);
+    CHECK(output_has(head));
+    CHECK(output_has("FLOP per step), peak ") && output_has("nothing was allocated, read or written"));
+    char *s = read_text_file(out_path), *trace = s ? strstr(s, "meta trace of") : NULL;
+    char *ops = trace ? strstr(trace, "\n  ") : NULL;
+    double n_ops = ops ? strtod(ops + 3, NULL) : 0;
+    free(s);
+    CHECK_MSG(n_ops > 10, "kiln train %s: %g ops traced", task, n_ops);
+    CHECK(output_has("most frequent ops: "));
+    CHECK(!output_contains("final loss") && !output_contains("accuracy") && !output_contains("AUC"));
+}
+
+static void test_every_task_traces_on_meta(void) {
+    char samples[400];
+    snprintf(samples, sizeof samples, "%s/meta-samples", tmp);
+    check_traces("gpt2", NULL); /* GPT-2 small's shape: no data file, nothing allocated */
+    check_traces("adder", NULL);
+    check_traces("llama", (const char *[]){"--init", FIXTURES "/lm/llama2", NULL});
+    check_traces("qwen2", (const char *[]){"--init", FIXTURES "/lm/qwen2", "--seq", "16", NULL});
+    check_traces("qwen3", (const char *[]){"--config", FIXTURES "/lm/qwen3/config.json", NULL});
+    check_traces("lm", (const char *[]){"--init", FIXTURES "/lm/gpt2", "--seq", "8", NULL});
+    check_traces("dlrm", NULL);
+    check_traces("unet", (const char *[]){"--samples", samples, NULL});
+    struct stat st;
+    CHECK_MSG(stat(samples, &st) != 0, "a trace made %s", samples);
+    check_traces("mingpt", (const char *[]){"--data", KILN_SOURCE_DIR "/README.md", NULL});
+    check_traces("resnet18", NULL);
+    check_traces("resnet50", NULL);
+    /* --steps traces more steps; a trace writes no checkpoint. */
+    CHECK(run((const char *[]){"train", "adder", "--device", "meta", "--steps", "3", "--grad-accum", "2", NULL}) == 0);
+    CHECK(output_has("3 steps of 2 micro-batches"));
+    CHECK(run((const char *[]){"train", "adder", "--device", "meta", "--save", samples, NULL}) == 2);
+    CHECK(output_has("--save does not apply to --device meta"));
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH_TO_KILN\n", argv[0]);
+        return 2;
+    }
+    kiln = argv[1];
+    snprintf(tmp, sizeof tmp, "/tmp/kiln_train_options_XXXXXX");
+    if (!mkdtemp(tmp)) return 1;
+    snprintf(out_path, sizeof out_path, "%s/out.txt", tmp);
+    RUN(test_float_options_refuse_nan_and_infinity);
+    RUN(test_negative_grad_clip_is_refused_and_zero_documented);
+    RUN(test_sizes_name_the_value_given);
+    RUN(test_mode_error_lists_every_mode);
+    RUN(test_options_of_other_tasks_are_refused);
+    RUN(test_lm_refuses_init_and_config_together);
+    RUN(test_help_lists_each_tasks_own_options);
+    RUN(test_text_data_is_refused_with_what_to_do);
+    RUN(test_progress_shows_elapsed_time_and_eta);
+    RUN(test_every_task_traces_on_meta);
+    remove_tree(tmp);
+    return test_summary();
+}
