@@ -42,7 +42,9 @@ static const struct option_def {
     {"seed", OPT_U64, F(seed), "seed of init, data order and dropout"},
     {"save", OPT_STR, F(save_dir), "checkpoint directory"},
     {"save-every", OPT_I64, F(save_every), "steps between checkpoints (0: only at the end)"},
-    {"resume", OPT_STR, F(resume_dir), "resume from the last checkpoint in this directory"},
+    {"keep-last", OPT_I64, F(keep_last), "checkpoints kept in the --save directory, newest first (0: all)"},
+    {"resume", OPT_STR, F(resume_dir), "resume from the last checkpoint in this directory (one at the last step: "
+                                       "only redo the end-of-run export and evaluation)"},
     {"log", OPT_STR, F(log_path), "one JSON object per step to this file"},
     {"device", OPT_STR, F(device), "cpu | meta"},
     {"mode", OPT_STR, F(mode), "strict | debug | fused"},
