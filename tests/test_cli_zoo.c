@@ -101,6 +101,28 @@ static void test_unet_writes_samples_and_loss_curve(void) {
     free(csv);
 }
 
+/* Resuming a finished run redoes its end-of-run work only: new samples, the same loss curve
+ * (the resumed run trained no step of its own to put in it). */
+static void test_unet_resumed_at_its_end_keeps_its_loss_curve(void) {
+    char dir[320], ck[340], csv[340];
+    snprintf(dir, sizeof dir, "%s/samples-resumed", tmp);
+    snprintf(ck, sizeof ck, "%s/ck", dir);
+    snprintf(csv, sizeof csv, "%s/loss.csv", dir);
+    const char *args[] = {"train", "unet", "--steps", "3", "--batch", "4", "--num-samples", "4", "--samples", dir,
+                          "--save", ck, "--quiet", NULL, NULL, NULL};
+    CHECK(run(args) == 0);
+    char *before = read_text_file(csv), *printed = read_text_file(out_path);
+    args[13] = "--resume", args[14] = ck;
+    CHECK(run(args) == 0);
+    char *after = read_text_file(csv), *again = read_text_file(out_path);
+    CHECK(before && after && strncmp(before, "step,loss\n1,", 12) == 0 && strcmp(before, after) == 0);
+    CHECK(printed && again && strcmp(printed, again) == 0); /* the curve's tenths, the samples line */
+    free(before);
+    free(after);
+    free(printed);
+    free(again);
+}
+
 static void test_unet_refuses_a_directory_it_cannot_use(void) {
     char file[320], dir[400];
     snprintf(file, sizeof file, "%s/not-a-dir", tmp);
@@ -233,6 +255,7 @@ int main(int argc, char **argv) {
     RUN(test_dlrm_learns_a_held_out_auc);
     RUN(test_dlrm_resumes_exactly);
     RUN(test_unet_writes_samples_and_loss_curve);
+    RUN(test_unet_resumed_at_its_end_keeps_its_loss_curve);
     RUN(test_unet_refuses_a_directory_it_cannot_use);
     RUN(test_mingpt_trains_and_samples);
     RUN(test_mingpt_bad_text_files);

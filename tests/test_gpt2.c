@@ -9,6 +9,7 @@
 
 #include "gpt2/gpt2.h"
 #include "harness.h"
+#include "lm/lm.h"
 
 #define FIXTURE KILN_SOURCE_DIR "/tests/fixtures/gpt2_train"
 
@@ -162,10 +163,37 @@ static void test_config_numbers_are_checked_before_they_are_cast(void) {
     CHECK(load_config_text("{" SMALL ", \"n_layer\": 3}\n", &c) == KN_OK && c.n_layer == 3 && c.n_inner == 0);
 }
 
+/* config.json written for a model reads back as the same config, through gpt2_config_load
+ * and models/lm's loader; a base config's other keys (token ids) survive, GPT-2's own
+ * <|endoftext|> is the default only where the vocabulary has it. */
+static void test_config_save_round_trip(void) {
+    char path[] = "/tmp/kiln-gpt2-config-XXXXXX";
+    int fd = mkstemp(path);
+    gpt2_config cfg = {.n_layer = 3, .n_head = 2, .n_embd = 8, .n_inner = 24, .vocab_size = 50257, .n_positions = 7,
+                       .layer_norm_epsilon = 1e-6, .dropout = 0.25, .tie_word_embeddings = false}, back;
+    CHECK(fd >= 0 && gpt2_config_save(&cfg, NULL, path) == KN_OK && gpt2_config_load(path, &back) == KN_OK);
+    CHECK(back.n_layer == 3 && back.n_head == 2 && back.n_embd == 8 && back.n_inner == 24 && back.vocab_size == 50257 &&
+          back.n_positions == 7 && back.layer_norm_epsilon == 1e-6 && back.dropout == 0.25 && !back.tie_word_embeddings);
+    lm_config lc;
+    CHECK(lm_config_load(path, &lc) == KN_OK && lc.family == LM_GPT2 && lc.n_eos == 1 && lc.eos_token_ids[0] == 50256);
+    /* A small vocabulary has no 50256: null ids; a base's ids are kept, its shape replaced. */
+    cfg.vocab_size = 64;
+    CHECK(gpt2_config_save(&cfg, NULL, path) == KN_OK && lm_config_load(path, &lc) == KN_OK && lc.n_eos == 0 &&
+          lc.bos_token_id == -1);
+    CHECK(gpt2_config_save(&cfg, KILN_SOURCE_DIR "/tests/fixtures/lm/gpt2/config.json", path) == KN_OK);
+    CHECK(lm_config_load(path, &lc) == KN_OK && lc.n_eos == 1 && lc.eos_token_ids[0] == 2 && lc.bos_token_id == 1 &&
+          lc.n_layers == 3 && lc.hidden_size == 8 && lc.vocab_size == 64);
+    CHECK_ERROR(gpt2_config_save(&cfg, "/nonexistent/config.json", path) == KN_OK, KN_ERR_IO, "/nonexistent/config.json");
+    CHECK_ERROR(gpt2_config_save(&cfg, NULL, "/nonexistent/dir/config.json") == KN_OK, KN_ERR_IO, "/nonexistent/dir/config.json");
+    unlink(path);
+    if (fd >= 0) close(fd);
+}
+
 int main(void) {
     RUN(test_names_and_size_of_gpt2_small);
     RUN(test_config_numbers_are_checked_before_they_are_cast);
     RUN(test_save_load_round_trip_and_bad_files);
+    RUN(test_config_save_round_trip);
     RUN(test_matches_pytorch_on_the_fixture);
     return test_summary();
 }

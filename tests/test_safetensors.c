@@ -5,8 +5,11 @@
 #define _GNU_SOURCE /* mkdtemp */
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -455,6 +458,40 @@ static void expect_bad(const char *path, const char *needle, int line) {
 }
 #define EXPECT_BAD(path, needle) expect_bad((path), (needle), __LINE__)
 
+/* A write that fails part way (a full disk; here a file size limit, which fails the same way
+ * with EFBIG) is reported with its errno and the file's name, stops the writing, and leaves
+ * the old file and no temporary file. */
+static void test_a_failed_write_is_reported_with_its_errno(void) {
+    const char *p = tmp_path("limited.safetensors"), *names[] = {"big"};
+    kn_tensor *small = kn_ones(KN_SHAPE(4), KN_F32), *big = kn_ones(KN_SHAPE(64 * 1024), KN_F32);
+    CHECK(kn_safetensors_save(p, 1, names, &small, NULL, NULL, 0) == KN_OK);
+    size_t n_before = 0, n_after = 0;
+    unsigned char *before = read_bytes(p, &n_before);
+    struct rlimit saved, limit;
+    CHECK(getrlimit(RLIMIT_FSIZE, &saved) == 0);
+    limit = saved;
+    limit.rlim_cur = 64 * 1024; /* below the 256 KB tensor */
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN); /* the write fails instead of killing us */
+    CHECK(setrlimit(RLIMIT_FSIZE, &limit) == 0);
+    CHECK_ERROR(kn_safetensors_save(p, 1, names, &big, NULL, NULL, 0) == KN_OK, KN_ERR_IO,
+                "limited.safetensors: writing the temporary file failed: File too large");
+    static char text[128 * 1024];
+    memset(text, 'x', sizeof text - 1);
+    CHECK_ERROR(kn_write_file_atomic(tmp_path("limited.txt"), text, sizeof text - 1) == KN_OK, KN_ERR_IO,
+                "limited.txt: writing the temporary file failed: File too large");
+    kn_atomic_file *a = kn_atomic_file_open(tmp_path("limited.txt"));
+    if (a) fputs(text, kn_atomic_file_stream(a)); /* stdio writes alike */
+    CHECK_ERROR(kn_atomic_file_commit(a) == KN_OK, KN_ERR_IO, "File too large");
+    CHECK(setrlimit(RLIMIT_FSIZE, &saved) == 0);
+    signal(SIGXFSZ, old_handler);
+    unsigned char *after = read_bytes(p, &n_after);
+    CHECK(before && after && n_before == n_after && memcmp(before, after, n_before) == 0);
+    CHECK(access(tmp_path("limited.txt"), F_OK) != 0 && errno == ENOENT);
+    CHECK(temp_files_left() == 0);
+    free(before);
+    free(after);
+}
+
 static void test_damaged_files_are_refused(void) {
     const char *p = tmp_path("bad.safetensors");
     write_bytes(p, "", 0);
@@ -596,6 +633,7 @@ int main(void) {
     RUN(test_reader_api_errors);
     RUN(test_save_refuses_bad_arguments);
     RUN(test_failed_writes_leave_the_old_file);
+    RUN(test_a_failed_write_is_reported_with_its_errno);
     RUN(test_damaged_files_are_refused);
     RUN(test_truncations_and_flipped_bytes);
     remove_tree(tmp_dir);

@@ -21,6 +21,12 @@ gpt2_config gpt2_config_124m(void);
 /* Reads a Hugging Face config.json (model_type gpt2); errors name the file and the key. */
 kn_status gpt2_config_load(const char *path, gpt2_config *out);
 kn_status gpt2_config_check(const gpt2_config *c);
+/* Writes c as config.json in transformers' GPT2Config form (model_type gpt2, GPT2LMHeadModel,
+ * f32), atomically, so that `kiln generate`, --config and transformers load it. The other keys
+ * of base (the config.json the model was made from, or NULL) are kept: the token ids above
+ * all. Without them bos and eos are GPT-2's <|endoftext|> (50256) when the vocabulary has it,
+ * null otherwise. */
+kn_status gpt2_config_save(const gpt2_config *c, const char *base, const char *path);
 
 typedef struct gpt2_block {
     kn_tensor *ln_1_w, *ln_1_b;

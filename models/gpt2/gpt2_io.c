@@ -1,5 +1,6 @@
 /* GPT-2 from and to Hugging Face files: config.json and safetensors weights. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpt2/gpt2.h"
@@ -38,6 +39,50 @@ kn_status gpt2_config_load(const char *path, gpt2_config *out) {
         st = kn_set_error(st, "%s: %s", path, why);
     }
     if (st == KN_OK) *out = c;
+    return st;
+}
+
+/* Sets root[key] to item (replacing what was there). */
+static void set_key(cJSON *root, const char *key, cJSON *item) {
+    cJSON_DeleteItemFromObjectCaseSensitive(root, key);
+    cJSON_AddItemToObject(root, key, item);
+}
+
+kn_status gpt2_config_save(const gpt2_config *c, const char *base, const char *path) {
+    const int end_of_text = 50256;
+    cJSON *root = base ? kn_hf_read_json(base, KN_HF_CONFIG_MAX_BYTES) : cJSON_CreateObject();
+    if (!root) return base ? kn_last_status() : kn_set_error(KN_ERR_OOM, "%s: out of memory", path);
+    cJSON *arch = cJSON_CreateArray();
+    cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
+    set_key(root, "architectures", arch);
+    set_key(root, "model_type", cJSON_CreateString("gpt2"));
+    set_key(root, "activation_function", cJSON_CreateString("gelu_new"));
+    set_key(root, "n_layer", cJSON_CreateNumber(c->n_layer));
+    set_key(root, "n_head", cJSON_CreateNumber(c->n_head));
+    set_key(root, "n_embd", cJSON_CreateNumber(c->n_embd));
+    set_key(root, "n_inner", c->n_inner ? cJSON_CreateNumber(c->n_inner) : cJSON_CreateNull());
+    set_key(root, "n_positions", cJSON_CreateNumber(c->n_positions));
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "n_ctx"); /* an older name of n_positions */
+    set_key(root, "vocab_size", cJSON_CreateNumber(c->vocab_size));
+    set_key(root, "layer_norm_epsilon", cJSON_CreateNumber(c->layer_norm_epsilon));
+    set_key(root, "resid_pdrop", cJSON_CreateNumber(c->dropout));
+    set_key(root, "embd_pdrop", cJSON_CreateNumber(c->dropout));
+    set_key(root, "attn_pdrop", cJSON_CreateNumber(c->dropout));
+    set_key(root, "tie_word_embeddings", cJSON_CreateBool(c->tie_word_embeddings));
+    /* The weights are f32; transformers 5 names the key dtype, earlier versions torch_dtype. */
+    set_key(root, cJSON_GetObjectItemCaseSensitive(root, "dtype") ? "dtype" : "torch_dtype", cJSON_CreateString("float32"));
+    if (!cJSON_GetObjectItemCaseSensitive(root, "initializer_range")) cJSON_AddNumberToObject(root, "initializer_range", 0.02);
+    for (int i = 0; i < 2; i++) {
+        const char *key = i ? "eos_token_id" : "bos_token_id";
+        if (cJSON_GetObjectItemCaseSensitive(root, key)) continue;
+        if (c->vocab_size > end_of_text) cJSON_AddNumberToObject(root, key, end_of_text);
+        else cJSON_AddNullToObject(root, key);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    kn_status st = text ? kn_write_file_atomic(path, text, strlen(text))
+                        : kn_set_error(KN_ERR_OOM, "%s: out of memory writing the config", path);
+    free(text);
     return st;
 }
 

@@ -1,6 +1,10 @@
 /* Atomic file replacement: a temporary file beside the target, made durable, renamed over it.
  * rename() within one directory is atomic, so readers see the old file or the new one; the
- * fsyncs order the data before the rename and make the rename itself survive a crash. */
+ * fsyncs order the data before the rename and make the rename itself survive a crash.
+ *
+ * The stream is a stdio stream over our own write function (fopencookie), so that the errno
+ * of a failed write ("No space left on device") is kept: stdio only keeps an error flag, and
+ * errno is long overwritten by the time commit reports it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -14,6 +18,8 @@
 
 struct kn_atomic_file {
     FILE *stream;
+    int fd;     /* the temporary file's */
+    int err;    /* the errno of the first failed write, 0 if none */
     char *path; /* the target */
     char *tmp;  /* the temporary file beside it */
 };
@@ -25,6 +31,26 @@ static void atomic_free(kn_atomic_file *a) {
     free(a->path);
     free(a->tmp);
     free(a);
+}
+
+/* The stream's write function: all of buf, or a short count (stdio then sets the stream's
+ * error flag) with the failure's errno kept for commit. */
+static ssize_t write_to_fd(void *cookie, const char *buf, size_t n) {
+    kn_atomic_file *a = cookie;
+    size_t done = 0;
+    while (done < n && !a->err) {
+        ssize_t w = write(a->fd, buf + done, n - done);
+        if (w > 0) done += (size_t)w;
+        else if (w < 0 && errno != EINTR) a->err = errno;
+        else if (w == 0) a->err = EIO;
+    }
+    return (ssize_t)done;
+}
+
+/* The descriptor is closed by commit or abort, which check close's result. */
+static int keep_fd(void *cookie) {
+    (void)cookie;
+    return 0;
 }
 
 kn_atomic_file *kn_atomic_file_open(const char *path) {
@@ -46,7 +72,8 @@ kn_atomic_file *kn_atomic_file_open(const char *path) {
         snprintf(a->tmp, tmp_len, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&temp_counter, 1));
         int fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0) {
-            a->stream = fdopen(fd, "wb");
+            a->fd = fd;
+            a->stream = fopencookie(a, "wb", (cookie_io_functions_t){.write = write_to_fd, .close = keep_fd});
             if (a->stream) return a;
             int err = errno;
             close(fd);
@@ -66,6 +93,7 @@ FILE *kn_atomic_file_stream(kn_atomic_file *a) { return a ? a->stream : NULL; }
 void kn_atomic_file_abort(kn_atomic_file *a) {
     if (!a) return;
     fclose(a->stream);
+    close(a->fd);
     unlink(a->tmp);
     atomic_free(a);
 }
@@ -94,19 +122,19 @@ kn_status kn_atomic_file_commit(kn_atomic_file *a) {
         kn_error_null_input("atomic write commit", 0);
         return kn_last_status();
     }
-    /* The first failing step is the one reported; the stream is closed in every case. */
+    /* The first failing step is the one reported, with its errno; the stream and the
+     * descriptor are closed in every case. */
     const char *failed = NULL;
     int err = 0;
-    if (ferror(a->stream)) {
+    if (ferror(a->stream) || fflush(a->stream) != 0) {
         failed = "writing the temporary file";
-    } else if (fflush(a->stream) != 0) {
-        failed = "writing the temporary file";
-        err = errno;
-    } else if (fsync(fileno(a->stream)) != 0) {
+        err = a->err; /* every write goes through write_to_fd */
+    } else if (fsync(a->fd) != 0) {
         failed = "syncing the temporary file";
         err = errno;
     }
-    if (fclose(a->stream) != 0 && !failed) {
+    fclose(a->stream);
+    if (close(a->fd) != 0 && !failed) {
         failed = "closing the temporary file";
         err = errno;
     }

@@ -106,10 +106,11 @@ static kn_status write_file(const char *path, const char *json, int n, const cha
     kn_atomic_file *a = kn_atomic_file_open(path);
     if (!a) return kn_last_status();
     FILE *out = kn_atomic_file_stream(a);
-    fwrite(len_le, 1, 8, out);
-    fwrite(json, 1, json_len, out);
-    fprintf(out, "%*s", (int)(header_len - json_len), "");
-    for (int k = 0; k < n; k++) {
+    /* A failed write stops the writing (a full disk is not filled for gigabytes more); commit
+     * then reports it with its errno and removes the temporary file. */
+    bool written = fwrite(len_le, 1, 8, out) == 8 && fwrite(json, 1, json_len, out) == json_len &&
+                   fprintf(out, "%*s", (int)(header_len - json_len), "") >= 0;
+    for (int k = 0; written && k < n; k++) {
         kn_tensor *t = tensors[order[k]];
         size_t bytes = (size_t)tensor_bytes(t);
         void *buf = malloc(bytes ? bytes : 1);
@@ -119,7 +120,7 @@ static kn_status write_file(const char *path, const char *json, int n, const cha
             kn_atomic_file_abort(a);
             return kn_st_prefix_error(path, names[order[k]]);
         }
-        fwrite(buf, 1, bytes, out); /* errors stay on the stream for commit to report */
+        written = fwrite(buf, 1, bytes, out) == bytes;
         free(buf);
     }
     return kn_atomic_file_commit(a);

@@ -32,7 +32,7 @@ static const struct {
 static void common_defaults(train_options *o) {
     *o = (train_options){.batch = 4, .seq = 64, .steps = 20, .grad_accum = 1, .lr = 6e-4, .beta1 = 0.9, .beta2 = 0.95,
                          .eps = 1e-8, .weight_decay = 0.1, .grad_clip = 1.0, .schedule = "cosine", .seed = 1337,
-                         .device = "cpu"};
+                         .device = "cpu", .keep_last = 2};
 }
 
 /* Threads, device and mode, from the options; a device without values makes the run a trace. */

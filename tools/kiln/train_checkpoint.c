@@ -2,41 +2,23 @@
 #include "train_checkpoint.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define STATE_FORMAT "kiln-train-state"
+#include "train_save_dir.h"
 
-/* dir/name into out (PATH_SIZE bytes); false if it does not fit. */
-#define PATH_SIZE 4096
-static bool join(char *out, const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    if (a + 1 + b >= PATH_SIZE) return false;
-    memcpy(out, dir, a);
-    out[a] = '/';
-    memcpy(out + a + 1, name, b + 1);
-    return true;
-}
+#define STATE_FORMAT "kiln-train-state"
 
 static kn_status io_error(const char *path, const char *what) {
     return kn_set_error(KN_ERR_IO, "%s: %s (%s)", path, what, strerror(errno));
-}
-
-/* Removes a checkpoint directory (its three files, then itself). */
-static void remove_checkpoint(const char *path) {
-    static const char *files[] = {"model.safetensors", "optimizer.safetensors", "state.json"};
-    char file[PATH_SIZE];
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        join(file, path, files[i]);
-        unlink(file);
-    }
-    rmdir(path);
 }
 
 /* The optimizer's state tensors (moments) saved to, or restored from, a safetensors file. */
@@ -81,56 +63,80 @@ static kn_status save_state(const char *path, const train_job *job, kn_optimizer
     return st;
 }
 
-/* Keeps the newest two step-* directories. */
-static void prune(const char *dir, int64_t steps_done) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    long long newest_other = -1;
-    while ((e = readdir(d))) {
-        long long s;
-        if (sscanf(e->d_name, "step-%lld", &s) == 1 && s < steps_done && s > newest_other) newest_other = s;
-    }
-    rewinddir(d);
-    char path[PATH_SIZE];
-    while ((e = readdir(d))) {
-        long long s;
-        if (sscanf(e->d_name, "step-%lld", &s) == 1 && s < newest_other) {
-            join(path, dir, e->d_name);
-            remove_checkpoint(path);
-        }
-    }
-    closedir(d);
+typedef struct checkpoint_dir {
+    long long step;
+    char name[64];
+} checkpoint_dir;
+
+static int newest_first(const void *a, const void *b) {
+    long long x = ((const checkpoint_dir *)a)->step, y = ((const checkpoint_dir *)b)->step;
+    return (x < y) - (x > y);
 }
 
-kn_status train_checkpoint_save(const char *dir, const train_job *job, kn_optimizer *opt, int64_t steps_done) {
-    char tmp[PATH_SIZE], final[PATH_SIZE], file[PATH_SIZE], name[64], partial[64];
+/* Keeps the newest keep_last step-N directories of steps up to steps_done (later ones belong to
+ * a run this one was resumed before; they are left alone) and says which it removes. */
+static void prune(const char *dir, int64_t steps_done, int64_t keep_last, bool quiet) {
+    DIR *d = keep_last > 0 ? opendir(dir) : NULL;
+    if (!d) return;
+    checkpoint_dir *found = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long long step;
+        int end = 0;
+        if (sscanf(e->d_name, "step-%lld%n", &step, &end) != 1 || e->d_name[end] || step > steps_done ||
+            strlen(e->d_name) >= sizeof found->name)
+            continue;
+        if (n == cap) {
+            checkpoint_dir *grown = realloc(found, (cap = cap ? 2 * cap : 16) * sizeof *found);
+            if (!grown) break; /* out of memory: prune less this time */
+            found = grown;
+        }
+        found[n].step = step;
+        strcpy(found[n++].name, e->d_name);
+    }
+    closedir(d);
+    qsort(found, n, sizeof *found, newest_first);
+    char path[TRAIN_PATH_SIZE];
+    for (size_t i = (size_t)keep_last; i < n; i++) {
+        if (!train_path(path, dir, found[i].name)) continue;
+        train_remove_dir(path);
+        if (!quiet)
+            fprintf(stderr, "%sremoved the older checkpoint %s (--keep-last %lld)\n", isatty(STDERR_FILENO) ? "\n" : "",
+                    path, (long long)keep_last);
+    }
+    free(found);
+}
+
+kn_status train_checkpoint_save(const train_options *o, const train_job *job, kn_optimizer *opt, int64_t steps_done) {
+    const char *dir = o->save_dir;
+    char tmp[TRAIN_PATH_SIZE], final[TRAIN_PATH_SIZE], file[TRAIN_PATH_SIZE], name[64], partial[64];
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) return io_error(dir, "cannot create the checkpoint directory");
     snprintf(name, sizeof name, "step-%08lld", (long long)steps_done);
     snprintf(partial, sizeof partial, ".partial-%ld", (long)getpid());
-    if (!join(tmp, dir, partial) || !join(final, dir, name) || !join(file, tmp, "optimizer.safetensors"))
+    if (!train_path(tmp, dir, partial) || !train_path(final, dir, name) || !train_path(file, tmp, "optimizer.safetensors"))
         return kn_set_error(KN_ERR_IO, "%s: the checkpoint directory's path is too long", dir);
-    remove_checkpoint(tmp);
+    train_remove_dir(tmp);
     if (mkdir(tmp, 0777) != 0) return io_error(tmp, "cannot create a temporary checkpoint directory");
-    join(file, tmp, "model.safetensors");
+    train_path(file, tmp, "model.safetensors");
     kn_status st = kn_safetensors_save(file, job->n_params, (const char *const *)job->names, job->params, NULL, NULL, 0);
-    join(file, tmp, "optimizer.safetensors");
+    train_path(file, tmp, "optimizer.safetensors");
     if (st == KN_OK) st = transfer_optimizer(file, opt, true);
-    join(file, tmp, "state.json");
+    train_path(file, tmp, "state.json");
     if (st == KN_OK) st = save_state(file, job, opt, steps_done);
     if (st == KN_OK) {
-        remove_checkpoint(final);
+        train_remove_dir(final);
         if (rename(tmp, final) != 0) st = io_error(final, "cannot move the checkpoint into place");
     }
     if (st != KN_OK) {
-        remove_checkpoint(tmp);
+        train_remove_dir(tmp);
         return st;
     }
-    char latest[PATH_SIZE], text[80];
-    join(latest, dir, "latest");
+    char latest[TRAIN_PATH_SIZE], text[80];
+    train_path(latest, dir, "latest");
     snprintf(text, sizeof text, "%s\n", name);
     st = kn_write_file_atomic(latest, text, strlen(text));
-    if (st == KN_OK) prune(dir, steps_done);
+    if (st == KN_OK) prune(dir, steps_done, o->keep_last, o->quiet);
     return st;
 }
 
@@ -147,13 +153,31 @@ static char *read_small_file(const char *path, size_t limit) {
     return buf;
 }
 
+/* A 64-bit value, written as a string of decimal digits. */
 static bool u64_field(const cJSON *root, const char *key, uint64_t *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     char *end;
-    if (!cJSON_IsString(v)) return false;
+    if (!cJSON_IsString(v) || !isdigit((unsigned char)v->valuestring[0])) return false;
     errno = 0;
     *out = strtoull(v->valuestring, &end, 10);
-    return !*end && !errno && end != v->valuestring;
+    return !*end && !errno;
+}
+
+/* A step count: a whole number from 0 to 2^53 (beyond, doubles skip integers). */
+static bool count_value(const cJSON *v, int64_t *out) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 0x1p53) || v->valuedouble != floor(v->valuedouble))
+        return false;
+    *out = (int64_t)v->valuedouble;
+    return true;
+}
+
+static kn_status bad_count(const char *path, const char *key, int index, const cJSON *v) {
+    char where[64] = "", value[40];
+    if (index >= 0) snprintf(where, sizeof where, "[%d]", index);
+    if (cJSON_IsNumber(v)) snprintf(value, sizeof value, "%.17g", v->valuedouble);
+    else snprintf(value, sizeof value, "%s", v ? "not a number" : "missing");
+    return kn_set_error(KN_ERR_IO, "%s: \"%s\"%s is %s; it must be a whole number from 0 to 2^53", path, key, where,
+                        value);
 }
 
 static kn_status load_state(const char *path, const train_job *job, kn_optimizer *opt, int64_t *steps_done) {
@@ -166,36 +190,36 @@ static kn_status load_state(const char *path, const train_job *job, kn_optimizer
     const cJSON *step = cJSON_GetObjectItemCaseSensitive(root, "step");
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(root, "param_steps");
     uint64_t seed = 0, offset = 0;
+    int64_t step_count = 0, count = 0;
     kn_status st = KN_OK;
     if (!cJSON_IsString(format) || strcmp(format->valuestring, STATE_FORMAT) != 0)
         st = kn_set_error(KN_ERR_IO, "%s: not a kiln training state (no \"format\": \"%s\")", path, STATE_FORMAT);
     else if (!cJSON_IsString(task) || strcmp(task->valuestring, job->task) != 0)
         st = kn_set_error(KN_ERR_IO, "%s: a checkpoint of task '%s', not '%s'", path,
                           cJSON_IsString(task) ? task->valuestring : "?", job->task);
-    else if (!cJSON_IsNumber(step) || step->valuedouble < 0 || !u64_field(root, "rng_seed", &seed) ||
-             !u64_field(root, "rng_offset", &offset))
-        st = kn_set_error(KN_ERR_IO, "%s: step, rng_seed or rng_offset is missing or malformed", path);
+    else if (!count_value(step, &step_count))
+        st = bad_count(path, "step", -1, step);
+    else if (!u64_field(root, "rng_seed", &seed) || !u64_field(root, "rng_offset", &offset))
+        st = kn_set_error(KN_ERR_IO, "%s: \"%s\" is missing or not a string of decimal digits", path,
+                          u64_field(root, "rng_seed", &seed) ? "rng_offset" : "rng_seed");
     else if (!cJSON_IsArray(steps) || cJSON_GetArraySize(steps) != kn_optimizer_param_count(opt))
         st = kn_set_error(KN_ERR_IO, "%s: param_steps lists %d parameters; the model has %d", path,
                           cJSON_IsArray(steps) ? cJSON_GetArraySize(steps) : 0, kn_optimizer_param_count(opt));
     for (int i = 0; st == KN_OK && i < kn_optimizer_param_count(opt); i++) {
         const cJSON *s = cJSON_GetArrayItem(steps, i);
-        if (!cJSON_IsNumber(s) || s->valuedouble < 0)
-            st = kn_set_error(KN_ERR_IO, "%s: param_steps[%d] is not a step count", path, i);
-        else
-            st = kn_optimizer_set_step(opt, i, (int64_t)s->valuedouble);
+        st = count_value(s, &count) ? kn_optimizer_set_step(opt, i, count) : bad_count(path, "param_steps", i, s);
     }
     if (st == KN_OK) {
         kn_rng_set_state(seed, offset);
-        *steps_done = (int64_t)step->valuedouble;
+        *steps_done = step_count;
     }
     cJSON_Delete(root);
     return st;
 }
 
 kn_status train_checkpoint_load(const char *dir, const train_job *job, kn_optimizer *opt, int64_t *steps_done) {
-    char path[PATH_SIZE];
-    join(path, dir, "latest");
+    char path[TRAIN_PATH_SIZE];
+    train_path(path, dir, "latest");
     char *name = read_small_file(path, 255);
     if (!name) return kn_set_error(KN_ERR_IO, "%s: no checkpoint to resume from (missing %s)", dir, path);
     name[strcspn(name, "\r\n")] = '\0';
@@ -204,17 +228,17 @@ kn_status train_checkpoint_load(const char *dir, const train_job *job, kn_optimi
         free(name);
         return KN_ERR_IO;
     }
-    char base[PATH_SIZE];
-    bool fits = join(base, dir, name) && join(path, base, "optimizer.safetensors");
+    char base[TRAIN_PATH_SIZE];
+    bool fits = train_path(base, dir, name) && train_path(path, base, "optimizer.safetensors");
     free(name);
     if (!fits) return kn_set_error(KN_ERR_IO, "%s: the checkpoint directory's path is too long", dir);
-    join(path, base, "model.safetensors");
+    train_path(path, base, "model.safetensors");
     kn_no_grad_push();
     kn_status st = kn_safetensors_load_into(path, job->n_params, (const char *const *)job->names, job->params, KN_LOAD_STRICT);
     kn_no_grad_pop();
-    join(path, base, "optimizer.safetensors");
+    train_path(path, base, "optimizer.safetensors");
     if (st == KN_OK) st = transfer_optimizer(path, opt, false);
-    join(path, base, "state.json");
+    train_path(path, base, "state.json");
     if (st == KN_OK) st = load_state(path, job, opt, steps_done);
     return st;
 }

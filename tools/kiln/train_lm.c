@@ -3,24 +3,23 @@
  * save directory also holds the newest weights as a model directory that `kiln generate`
  * and `--init` load: config.json and the tokenizer files copied from the source,
  * model.safetensors in the transformers naming. */
-#include <errno.h>
 #include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "lm/lm.h"
 #include "train_data.h"
+#include "train_export.h"
 #include "train_loop.h"
+#include "train_save_dir.h"
 #include "train_tasks.h"
-
-#define PATH_SIZE 4096
 
 typedef struct lm_task {
     const train_options *o;
     const char *name;
-    char source_dir[PATH_SIZE];  /* where config.json and the tokenizer files come from */
+    char source_dir[TRAIN_PATH_SIZE];  /* where config.json and the tokenizer files come from */
     lm *model;
     kn_token_loader *loader;
     kn_named_tensors params;
@@ -35,50 +34,17 @@ static kn_tensor *micro_loss(void *ctx, int64_t g) {
 
 /* ---- the model directory written beside the checkpoints ------------------------------------ */
 
-static kn_status copy_file(const char *from, const char *to) {
-    FILE *in = fopen(from, "rb");
-    if (!in) return kn_set_error(KN_ERR_IO, "%s: cannot open (%s)", from, strerror(errno));
-    kn_atomic_file *out = kn_atomic_file_open(to);
-    kn_status st = out ? KN_OK : kn_last_status();
-    char buf[1 << 16];
-    size_t n;
-    while (st == KN_OK && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, kn_atomic_file_stream(out)) != n) st = kn_set_error(KN_ERR_IO, "%s: write failed", to);
-    if (st == KN_OK && ferror(in)) st = kn_set_error(KN_ERR_IO, "%s: read failed", from);
-    fclose(in);
-    if (st == KN_OK) return kn_atomic_file_commit(out);
-    kn_atomic_file_abort(out);
-    return st;
-}
-
-/* config.json, the tokenizer's files and generation_config.json, where the source has them. */
-static kn_status copy_model_files(const lm_task *t, const char *dir) {
-    static const char *const files[] = {"config.json",  "generation_config.json", "tokenizer.json",
-                                        "tokenizer_config.json", "special_tokens_map.json"};
-    char from[PATH_SIZE], to[PATH_SIZE];
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        if ((size_t)snprintf(from, sizeof from, "%s/%s", t->source_dir, files[i]) >= sizeof from ||
-            (size_t)snprintf(to, sizeof to, "%s/%s", dir, files[i]) >= sizeof to)
-            return kn_set_error(KN_ERR_IO, "%s: the path is too long", dir);
-        bool config = i == 0, from_config_flag = config && !t->o->init_path;
-        struct stat sb;
-        if (!config && stat(from, &sb) != 0) continue; /* only config.json is required */
-        kn_status st = copy_file(from_config_flag ? t->o->config_path : from, to);
-        if (st != KN_OK) return st;
-    }
-    return KN_OK;
-}
-
-/* After each step that wrote a checkpoint (the loop's rule), the weights as a model directory. */
-static kn_status after_step(void *ctx, int64_t done, bool last) {
+/* The weights with config.json (from --init's directory, else --config) and the source's
+ * tokenizer and generation_config.json. */
+static kn_status export_model(void *ctx, const char *dir) {
     lm_task *t = ctx;
-    const train_options *o = t->o;
-    if (!o->save_dir || !((o->save_every && done % o->save_every == 0) || last)) return KN_OK;
-    char path[PATH_SIZE];
-    if ((size_t)snprintf(path, sizeof path, "%s/model.safetensors", o->save_dir) >= sizeof path)
-        return kn_set_error(KN_ERR_IO, "%s: the path is too long", o->save_dir);
-    kn_status st = copy_model_files(t, o->save_dir);
-    return st == KN_OK ? lm_save_weights(t->model, path) : st;
+    char config[TRAIN_PATH_SIZE], to[TRAIN_PATH_SIZE], weights[TRAIN_PATH_SIZE];
+    if (!train_path(config, t->source_dir, "config.json") || !train_path(to, dir, "config.json") ||
+        !train_path(weights, dir, "model.safetensors"))
+        return kn_set_error(KN_ERR_IO, "%s: the path is too long", dir);
+    kn_status st = train_copy_file(t->o->init_path ? config : t->o->config_path, to);
+    if (st == KN_OK) st = train_copy_model_files(t->source_dir, dir);
+    return st == KN_OK ? lm_save_weights(t->model, weights) : st;
 }
 
 /* ---- setup ---------------------------------------------------------------------------------- */
@@ -102,7 +68,7 @@ static bool load_model(lm_task *t) {
     } else {
         lm_config cfg;
         if (lm_config_load(o->config_path, &cfg) == KN_OK) t->model = lm_new(&cfg, KN_F32);
-        char copy[PATH_SIZE];
+        char copy[TRAIN_PATH_SIZE];
         snprintf(copy, sizeof copy, "%s", o->config_path);
         snprintf(t->source_dir, sizeof t->source_dir, "%s", dirname(copy));
     }
@@ -138,10 +104,10 @@ static int run_task(const train_options *o, const char *name) {
     }
     train_job job = {.task = name, .ctx = &t, .n_params = t.params.count, .names = t.params.names,
                      .params = t.params.tensors, .micro_loss = micro_loss, .tokens_per_micro = o->batch * o->seq,
-                     .after_step = after_step};
+                     .export_model = export_model};
     double loss;
     rc = train_run(o, &job, &loss);
-    if (rc == 0 && !o->quiet && !o->trace) fprintf(stderr, "final loss %.4f\n", loss);
+    if (rc == 0 && !o->quiet && !o->trace && !isnan(loss)) fprintf(stderr, "final loss %.4f\n", loss);
 done:
     kn_named_tensors_free(&t.params);
     kn_token_loader_close(t.loader);

@@ -5,11 +5,14 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "train_checkpoint.h"
 #include "train_trace.h"
+#include "train_log.h"
+#include "train_save_dir.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -102,6 +105,29 @@ static kn_status train_step(const train_options *o, const train_job *job, kn_opt
     return st;
 }
 
+/* Restores the checkpoint of o->resume_dir (first removing what killed runs left there, when
+ * it is not the save directory, which is swept when locked). *start gets its step. */
+static kn_status resume(const train_options *o, const train_job *job, kn_optimizer *opt, int64_t *start) {
+    if (!o->save_dir || strcmp(o->save_dir, o->resume_dir) != 0) train_save_dir_sweep(o->resume_dir, o->quiet);
+    kn_status st = train_checkpoint_load(o->resume_dir, job, opt, start);
+    if (st == KN_OK && *start > o->steps)
+        st = kn_set_error(KN_ERR_ARG, "%s: its checkpoint is at step %lld, past --steps %lld (give --steps %lld to "
+                          "finish that run or to redo its evaluation)", o->resume_dir, (long long)*start,
+                          (long long)o->steps, (long long)*start);
+    if (st == KN_OK && !o->quiet) fprintf(stderr, "resumed from %s at step %lld\n", o->resume_dir, (long long)*start);
+    return st;
+}
+
+/* Instead of training, for a run resumed from a checkpoint at its last step: what follows the
+ * last step (a kill may have come between the checkpoint and it): the model exported, then
+ * the task's evaluation and samples. */
+static int end_of_run(const train_options *o, const train_job *job) {
+    if (!o->quiet) fprintf(stderr, "the checkpoint is at the last step: nothing to train; redoing the end-of-run work\n");
+    if (o->save_dir && job->export_model && job->export_model(job->ctx, o->save_dir) != KN_OK) return fail("export");
+    if (job->after_step && job->after_step(job->ctx, o->steps, true) != KN_OK) return fail("evaluation");
+    return 0;
+}
+
 int train_run(const train_options *o, const train_job *job, double *final_loss) {
     kn_optimizer *opt = make_optimizer(o, job);
     if (!opt) return fail("optimizer");
@@ -111,24 +137,33 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
         return traced;
     }
     kn_lr_schedule sched;
-    int rc = 0;
+    int rc = 0, lock = -1;
     FILE *log = NULL;
     int64_t start = 0;
+    double loss = NAN;
     if (kn_lr_schedule_init(&sched, o->schedule, o->lr, o->min_lr, o->warmup, o->steps) != KN_OK) {
         rc = fail("schedule");
         goto done;
     }
-    if (o->resume_dir && train_checkpoint_load(o->resume_dir, job, opt, &start) != KN_OK) {
+    /* Before any training: a save directory that cannot be used fails now, not at the first
+     * checkpoint, and no second trainer writes into it. */
+    if (o->save_dir && (lock = train_save_dir_open(o->save_dir, o->quiet)) < 0) {
+        rc = fail("--save");
+        goto done;
+    }
+    if (o->resume_dir && resume(o, job, opt, &start) != KN_OK) {
         rc = fail("resume");
         goto done;
     }
-    if (start && !o->quiet) fprintf(stderr, "resumed from %s at step %lld\n", o->resume_dir, (long long)start);
-    if (o->log_path && !(log = fopen(o->log_path, start ? "a" : "w"))) {
-        fprintf(stderr, "kiln train: cannot write the log %s\n", o->log_path);
-        rc = 1;
+    if (o->log_path && !(log = train_log_open(o->log_path, start))) {
+        rc = fail("--log");
         goto done;
     }
-    double loss = NAN, t_run = now_ms();
+    if (o->resume_dir && start == o->steps) {
+        rc = end_of_run(o, job);
+        goto done;
+    }
+    double t_run = now_ms();
     for (int64_t step = start; step < o->steps; step++) {
         double t0 = now_ms(), lr = kn_lr_at(&sched, step), grad_norm = NAN;
         if (train_step(o, job, opt, step, lr, &loss, &grad_norm) != KN_OK) {
@@ -142,30 +177,32 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
         }
         if (job->losses) job->losses[step] = loss;
         double ms = now_ms() - t0, tok_s = job->tokens_per_micro * o->grad_accum / (ms / 1e3);
-        if (log) {
-            fprintf(log,
-                    "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.3f, "
-                    "\"tokens_per_s\": %.1f}\n",
-                    (long long)step, loss, lr, grad_norm, ms, tok_s);
-            fflush(log);
+        if (log && train_log_step(log, o->log_path, step, loss, lr, grad_norm, ms, tok_s) != KN_OK) {
+            rc = fail("--log");
+            break;
         }
         show_progress(o, step, start, loss, lr, tok_s, (now_ms() - t_run) / 1e3);
         int64_t done = step + 1;
-        bool last = done == o->steps;
-        if (o->save_dir && ((o->save_every && done % o->save_every == 0) || last) &&
-            train_checkpoint_save(o->save_dir, job, opt, done) != KN_OK) {
+        bool last = done == o->steps, save = o->save_dir && ((o->save_every && done % o->save_every == 0) || last);
+        if (save && train_checkpoint_save(o, job, opt, done) != KN_OK) {
             rc = fail("checkpoint");
             break;
         }
-        if (o->abort_after && done == o->abort_after) _exit(137); /* as if killed: nothing flushed or freed */
+        /* As if killed right after the checkpoint: nothing flushed or freed, nothing exported. */
+        if (o->abort_after && done == o->abort_after) _exit(137);
+        if (save && job->export_model && job->export_model(job->ctx, o->save_dir) != KN_OK) {
+            rc = fail("export");
+            break;
+        }
         if (job->after_step && job->after_step(job->ctx, done, last) != KN_OK) {
             rc = fail("evaluation");
             break;
         }
     }
-    if (final_loss) *final_loss = loss;
 done:
-    if (log) fclose(log);
+    if (final_loss) *final_loss = loss;
+    if (train_log_close(log, o->log_path) != KN_OK && rc == 0) rc = fail("--log");
+    train_save_dir_close(lock);
     kn_optimizer_free(opt);
     return rc;
 }

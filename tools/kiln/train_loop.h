@@ -1,5 +1,10 @@
 /* The training loop every `kiln train` task shares: micro-batches with gradient
- * accumulation, clipping, the LR schedule, AdamW, logs, progress, checkpoints and resume. */
+ * accumulation, clipping, the LR schedule, AdamW, logs, progress, checkpoints and resume.
+ *
+ * After the last step comes the end-of-run work: the model exported into --save DIR and the
+ * task's after_step(last) (evaluation, samples). A run resumed from a checkpoint at its last
+ * step (killed right after that checkpoint, or finished) does that work again without
+ * training: re-running a finished run's command with --resume DIR re-evaluates it. */
 #ifndef KILN_TOOLS_TRAIN_LOOP_H
 #define KILN_TOOLS_TRAIN_LOOP_H
 
@@ -20,12 +25,16 @@ typedef struct train_job {
     int64_t tokens_per_micro;
     /* Optional: called after a step with the 1-based count of steps done (evaluation). */
     kn_status (*after_step)(void *ctx, int64_t steps_done, bool last);
+    /* Optional: writes the model into the save directory as a model directory that `kiln
+     * generate` and --init load; called after each checkpoint. */
+    kn_status (*export_model)(void *ctx, const char *dir);
     /* Optional: receives each step's loss at its step's index (o->steps entries). */
     double *losses;
 } train_job;
 
 /* Runs o->steps steps (from the checkpoint in o->resume_dir, if given). 0 on success; on
- * failure prints the error and returns 1. *final_loss gets the last step's loss. */
+ * failure prints the error and returns 1. *final_loss gets the last step's loss (NaN when
+ * no step ran). */
 int train_run(const train_options *o, const train_job *job, double *final_loss);
 
 #endif

@@ -93,7 +93,10 @@ static const struct option_def {
         "checkpoint directory (DIR/step-N, DIR/latest); the final weights also as DIR/resnetNN.safetensors",
         .default_text = "none"),
     OPT("save-every", OPT_I64, save_every, ALL, "steps between checkpoints (0: only at the end)"),
-    OPT("resume", OPT_STR, resume_dir, ALL, "resume from the newest checkpoint in this directory",
+    OPT("keep-last", OPT_I64, keep_last, ALL, "checkpoints kept in the --save directory, newest first (0: all)"),
+    OPT("resume", OPT_STR, resume_dir, ALL,
+        "resume from the newest checkpoint in this directory (one at the last step: only redo the end-of-run "
+        "export and evaluation)",
         .default_text = "none"),
     OPT("log", OPT_STR, log_path, ALL, "one JSON object per step to this file", .default_text = "none"),
     OPT("device", OPT_STR, device, ALL,

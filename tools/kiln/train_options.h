@@ -40,8 +40,9 @@ typedef struct train_options {
     uint64_t seed;
     /* checkpoints and logs */
     const char *save_dir, *resume_dir, *log_path;
-    int64_t save_every;
-    int64_t abort_after; /* tests: exit abruptly after this many steps, as if killed */
+    int64_t save_every, keep_last;
+    int64_t abort_after; /* tests: exit abruptly after this many steps (after its checkpoint, before the
+                          * export and the evaluation), as if killed */
     /* runtime */
     const char *device, *mode;
     int threads;

@@ -86,7 +86,21 @@ static kn_status write_loss_curve(const unet_task *t) {
     return st;
 }
 
-/* Mean loss over steps [from, to) that were run here (a resumed run lacks the earlier ones). */
+/* A resumed run lacks the losses of the steps before its checkpoint: those of them that the
+ * directory's loss.csv holds (a finished run's, when its end-of-run work is redone) are kept. */
+static void recall_losses(const unet_task *t) {
+    char path[4096], line[128];
+    FILE *f = write_path(path, sizeof path, t->dir, "loss.csv") == KN_OK ? fopen(path, "r") : NULL;
+    while (f && fgets(line, sizeof line, f)) {
+        long long step;
+        double loss;
+        if (sscanf(line, "%lld,%lf", &step, &loss) == 2 && step >= 1 && step <= t->steps && isnan(t->losses[step - 1]))
+            t->losses[step - 1] = loss;
+    }
+    if (f) fclose(f);
+}
+
+/* Mean loss over steps [from, to) that have one (a resumed run may lack the earlier ones). */
 static double mean_loss(const unet_task *t, int64_t from, int64_t to) {
     double sum = 0;
     int64_t n = 0;
@@ -96,6 +110,7 @@ static double mean_loss(const unet_task *t, int64_t from, int64_t to) {
 }
 
 static kn_status finish(unet_task *t) {
+    recall_losses(t);
     int64_t tenth = t->steps >= 10 ? t->steps / 10 : 1;
     printf("loss (mean of each tenth of the run):");
     for (int64_t s = 0; s < t->steps; s += tenth) printf(" %.4f", mean_loss(t, s, s + tenth < t->steps ? s + tenth : t->steps));
