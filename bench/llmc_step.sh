@@ -4,7 +4,7 @@
 #
 #   LLMC_DIR=/path/to/llm.c bench/llmc_step.sh
 #
-# Env: LLMC_DIR (llm.c checkout; default /work/llm.c), LLMC_STEPS (timed steps, 3), LLMC_WARMUP (untimed
+# Env: LLMC_DIR (llm.c checkout; default ~/llm.c), LLMC_STEPS (timed steps, 3), LLMC_WARMUP (untimed
 # first steps, 1: step 0 allocates gradients and AdamW state), OMP_NUM_THREADS (2), LLMC_WORK (scratch dir,
 # default a fresh mktemp dir, removed at the end unless LLMC_KEEP=1; it holds a 475 MiB checkpoint),
 # LLMC_TIMEOUT (seconds, 900), CC (gcc).
@@ -18,7 +18,7 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-LLMC_DIR="${LLMC_DIR:-/work/llm.c}"
+LLMC_DIR="${LLMC_DIR:-$HOME/llm.c}"
 STEPS="${LLMC_STEPS:-3}"
 WARMUP="${LLMC_WARMUP:-1}"
 THREADS="${OMP_NUM_THREADS:-2}"

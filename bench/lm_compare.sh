@@ -28,8 +28,9 @@ OUT="$DIR/results"
 mkdir -p "$OUT"
 rm -f "$OUT"/*.jsonl
 
-TEXT="$HERE/../../shared/data/tinyshakespeare.txt"
-[ -f "$TEXT" ] || TEXT=/work/shared/data/tinyshakespeare.txt
+# Text the checkpoints' tokenizer learns from: TEXT, else Tiny Shakespeare beside the checkout.
+TEXT="${TEXT:-$HERE/../../shared/data/tinyshakespeare.txt}"
+[ -f "$TEXT" ] || { echo "lm_compare: set TEXT to a text file (e.g. Tiny Shakespeare, char-rnn's input.txt)" >&2; exit 1; }
 python3 "$HERE/lm_make_checkpoints.py" "$DIR" --text "$TEXT" || exit 1
 
 for model in $MODELS; do

@@ -163,6 +163,9 @@ static void test_mingpt_trains_and_samples(void) {
 static void test_mingpt_bad_text_files(void) {
     char path[320];
     snprintf(path, sizeof path, "%s/missing.txt", tmp);
+    const char *no_data[] = {"train", "mingpt", "--steps", "1", NULL}; /* no default text outside the repository */
+    CHECK(run(no_data) == 2);
+    CHECK(output_has("--data FILE.txt is required"));
     const char *missing[] = {"train", "mingpt", "--data", path, "--steps", "1", NULL};
     CHECK(run(missing) == 1);
     CHECK(output_has("cannot read the text file"));

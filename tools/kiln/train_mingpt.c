@@ -12,7 +12,6 @@
 #include "train_loop.h"
 #include "train_tasks.h"
 
-#define DEFAULT_TEXT "../shared/data/tinyshakespeare.txt"
 #define MAX_CODE_POINT 0x10FFFF
 #define EVAL_BATCHES 8
 
@@ -56,8 +55,7 @@ static bool decode_utf8(const char *path, const unsigned char *s, size_t n, uint
 static kn_status load_text(mingpt_task *t, const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        kn_set_error(KN_ERR_IO, "cannot read the text file %s: %s (pass --data FILE.txt; the default, %s, is relative to the "
-                     "repository's root)", path, strerror(errno), DEFAULT_TEXT);
+        kn_set_error(KN_ERR_IO, "cannot read the text file %s: %s", path, strerror(errno));
         return KN_ERR_IO;
     }
     unsigned char *bytes = NULL;
@@ -222,7 +220,6 @@ static kn_status after_step(void *ctx, int64_t steps_done, bool last) {
 }
 
 void train_mingpt_defaults(train_options *o) {
-    o->data_path = DEFAULT_TEXT;
     o->n_layer = 3;
     o->n_head = 3;
     o->n_embd = 96;
@@ -238,6 +235,11 @@ void train_mingpt_defaults(train_options *o) {
 }
 
 int train_mingpt_run(const train_options *o) {
+    if (!o->data_path) {
+        fprintf(stderr, "kiln train mingpt: --data FILE.txt is required: a UTF-8 text to learn, for example Tiny "
+                        "Shakespeare (data/tinyshakespeare/input.txt of the char-rnn repository, 1.1 MB)\n");
+        return 2;
+    }
     if (o->batch > 4096 || !(o->temperature >= 0)) {
         fprintf(stderr, "kiln train mingpt: --batch must be at most 4096 and --temperature not negative\n");
         return 2;

@@ -60,7 +60,8 @@ static const struct option_def {
         "token file: uint16 (nanoGPT), uint32 or llm.c; "
         "make one with kiln tokenize MODEL_DIR --input FILE --output tokens.bin",
         .default_text = "none (required; not read on --device meta)"),
-    OPT("data", OPT_STR, data_path, TASK_MINGPT, "UTF-8 text file to learn (90% trains, 10% validates)"),
+    OPT("data", OPT_STR, data_path, TASK_MINGPT, "UTF-8 text file to learn (90% trains, 10% validates)",
+        .default_text = "none (required)"),
     OPT("tokens", OPT_STR, token_format, TOKENS,
         "token file format: auto | u16 | u32 | llmc (auto: llm.c by its header, else u32 above 65536 ids, else u16)",
         .default_text = "auto"),
