@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "progress.h"
 #include "train_checkpoint.h"
 
 static double now_ms(void) {
@@ -46,12 +47,9 @@ static kn_optimizer *make_optimizer(const train_options *o, const train_job *job
 
 static void show_progress(const train_options *o, int64_t step, double loss, double lr, double tok_s) {
     if (o->quiet) return;
-    if (isatty(STDERR_FILENO)) {
-        int width = 30, done = (int)((step + 1) * width / o->steps);
-        fprintf(stderr, "\r[%.*s%*s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s ", done,
-                "##############################", width - done, "", (long long)(step + 1), (long long)o->steps, loss,
-                lr, tok_s);
-        if (step + 1 == o->steps) fputc('\n', stderr);
+    if (progress_on_terminal()) {
+        progress_bar(step + 1, o->steps, "step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s ", (long long)(step + 1),
+                     (long long)o->steps, loss, lr, tok_s);
         return;
     }
     int64_t every = o->steps >= 20 ? o->steps / 20 : 1;
