@@ -171,7 +171,7 @@ static int read_all(job *j, FILE *in, long long size) {
         memmove(buf, buf + n - carry, carry);
         at += (long long)(n - carry);
         if (terminal)
-            progress_bar(eof ? size : at, size, "%.0f/%.0f MB  %lld tokens ", at / 1e6, size / 1e6,
+            progress_bar(eof ? size : at, size, "%.1f/%.1f MB  %lld tokens ", at / 1e6, size / 1e6,
                          (long long)kn_token_writer_count(j->out));
     }
     if (rc == 0) rc = end_doc(j, at);
