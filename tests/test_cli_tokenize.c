@@ -349,6 +349,10 @@ static void test_token_file_formats_and_errors(void) {
     CHECK(run("", (const char *[]){"tokenize", gpt2, "--input", "/nonexistent/x.txt", "--output", tokens_path, NULL}) == 1 &&
           strstr(errors, "--input /nonexistent/x.txt: cannot read it"));
     CHECK(run("", (const char *[]){"tokenize", gpt2, "--input", text_path, NULL}) == 2 && strstr(errors, "go together"));
+    CHECK(run("", (const char *[]){"tokenize", gpt2, "--input", tmp_dir, "--output", tokens_path, NULL}) == 1 &&
+          strstr(errors, "cannot read it"));
+    CHECK(run("", (const char *[]){"tokenize", gpt2, "--input", text_path, "--output", tokens_path, "--eos-between-docs",
+                                   "--doc-separator", "", NULL}) == 2 && strstr(errors, "--doc-separator is empty"));
     CHECK(run("", (const char *[]){"tokenize", gpt2, "--doc-separator", "x", NULL}) == 2 &&
           strstr(errors, "--doc-separator: goes with --eos-between-docs"));
     CHECK(run("", (const char *[]){"tokenize", gpt2, "--input", text_path, "--output", tokens_path, "--format", "u8",

@@ -21,6 +21,8 @@ typedef struct job {
     kn_encoder *enc;
     kn_token_writer *out;
     int32_t eos;         /* -1: no documents */
+    char *sep;           /* the document separator's bytes (with eos) */
+    size_t sep_len;
     int64_t docs;        /* documents finished */
     bool in_doc;         /* text of the current document has been pushed */
     long long doc_start; /* the current document's offset in the input */
@@ -63,7 +65,7 @@ static int end_doc(job *j, long long next_start) {
     return rc;
 }
 
-/* The separator as typed, with \n, \t and \\ made into their bytes (in place). */
+/* The separator as typed, with \n, \t and \\ made into their bytes (in place); its length. */
 static size_t unescape(char *s) {
     size_t n = 0;
     for (const char *p = s; *p; p++) {
@@ -136,18 +138,10 @@ static int32_t find_eos(const kn_tokenizer *t, const tokenize_file_options *o) {
 
 /* Reads the input in blocks, cutting documents at the separator (which may straddle blocks). */
 static int read_all(job *j, FILE *in, long long size) {
-    char *sep = NULL;
-    size_t sep_len = 0;
-    if (j->eos >= 0) {
-        sep = strdup(j->o->doc_separator);
-        sep_len = sep ? unescape(sep) : 0;
-    }
+    const char *sep = j->sep;
+    size_t sep_len = j->sep_len;
     char *buf = malloc(BLOCK + sep_len);
-    if (!buf || (j->eos >= 0 && !sep_len)) {
-        free(buf);
-        free(sep);
-        return fail(j, sep ? "--doc-separator is empty" : "out of memory");
-    }
+    if (!buf) return fail(j, "out of memory");
     long long at = 0; /* the input offset of buf[0] */
     size_t carry = 0; /* bytes kept from the last block: a separator may start there */
     int rc = 0;
@@ -176,7 +170,6 @@ static int read_all(job *j, FILE *in, long long size) {
     }
     if (rc == 0) rc = end_doc(j, at);
     free(buf);
-    free(sep);
     return rc;
 }
 
@@ -185,50 +178,69 @@ static int open_input(const tokenize_file_options *o, FILE **in, long long *size
     if (!(*in = fopen(o->input, "rb")) || fstat(fileno(*in), &sb) != 0 || S_ISDIR(sb.st_mode)) {
         fprintf(stderr, "kiln tokenize: --input %s: cannot read it\n", o->input);
         if (*in) fclose(*in);
+        *in = NULL;
         return 1;
     }
     *size = S_ISREG(sb.st_mode) ? (long long)sb.st_size : 0;
     return 0;
 }
 
-int tokenize_file(const kn_tokenizer *t, const tokenize_file_options *o) {
+/* The output format of --format for t; 0, or 2 with a message. */
+static int pick_format(const kn_tokenizer *t, const char *name, kn_token_format *format) {
     int64_t vocab = kn_tokenizer_vocab_size(t);
-    bool auto_format = strcmp(o->format, "auto") == 0;
-    if (!auto_format && strcmp(o->format, "u16") != 0 && strcmp(o->format, "u32") != 0) {
-        fprintf(stderr, "kiln tokenize: --format %s: not a token file format (auto, u16, u32)\n", o->format);
+    bool automatic = strcmp(name, "auto") == 0;
+    if (!automatic && strcmp(name, "u16") != 0 && strcmp(name, "u32") != 0) {
+        fprintf(stderr, "kiln tokenize: --format %s: not a token file format (auto, u16, u32)\n", name);
         return 2;
     }
-    if (strcmp(o->format, "u16") == 0 && vocab > 65536) {
+    if (strcmp(name, "u16") == 0 && vocab > 65536) {
         fprintf(stderr, "kiln tokenize: --format u16: the tokenizer has %lld ids, more than uint16 holds; use --format "
                         "u32\n", (long long)vocab);
         return 2;
     }
-    kn_token_format format = strcmp(o->format, "u32") == 0 || (auto_format && vocab > 65536) ? KN_TOKENS_U32 : KN_TOKENS_U16;
+    *format = strcmp(name, "u32") == 0 || (automatic && vocab > 65536) ? KN_TOKENS_U32 : KN_TOKENS_U16;
+    return 0;
+}
+
+/* --eos-between-docs: the separator's bytes and the EOS id into j; 0, or the exit code. */
+static int prepare_docs(job *j, const kn_tokenizer *t) {
+    if (!(j->sep = strdup(j->o->doc_separator)) || (j->sep_len = unescape(j->sep)) == 0) {
+        fprintf(stderr, "kiln tokenize: --doc-separator is empty\n");
+        return 2;
+    }
+    return (j->eos = find_eos(t, j->o)) < 0;
+}
+
+int tokenize_file(const kn_tokenizer *t, const tokenize_file_options *o) {
+    kn_token_format format;
     job j = {.o = o, .eos = -1};
-    if (o->eos_between_docs && (j.eos = find_eos(t, o)) < 0) return 1;
-    FILE *in;
-    long long size;
-    if (open_input(o, &in, &size)) return 1;
-    j.enc = kn_encoder_new(t, o->add_special);
-    j.out = j.enc ? kn_token_writer_open(o->output, format) : NULL;
-    int rc = j.out ? read_all(&j, in, size) : fail(&j, NULL);
-    fclose(in);
-    kn_encoder_free(j.enc);
-    if (rc == 0 && kn_token_writer_count(j.out) == 0) {
+    FILE *in = NULL;
+    long long size = 0;
+    int rc = pick_format(t, o->format, &format);
+    if (rc == 0 && o->eos_between_docs) rc = prepare_docs(&j, t);
+    if (rc == 0) rc = open_input(o, &in, &size);
+    if (rc == 0) {
+        j.enc = kn_encoder_new(t, o->add_special);
+        j.out = j.enc ? kn_token_writer_open(o->output, format) : NULL;
+        rc = j.out ? read_all(&j, in, size) : fail(&j, NULL);
+    }
+    long long count = (long long)kn_token_writer_count(j.out);
+    if (rc == 0 && count == 0) {
         fprintf(stderr, "kiln tokenize: --input %s holds no text to tokenize\n", o->input);
         rc = 1;
     }
-    if (rc != 0) {
-        kn_token_writer_abort(j.out);
-        return rc;
-    }
-    long long count = (long long)kn_token_writer_count(j.out);
-    if (kn_token_writer_commit(j.out) != KN_OK) {
+    if (rc == 0 && kn_token_writer_commit(j.out) != KN_OK) {
         fprintf(stderr, "kiln tokenize: --output %s: %s\n", o->output, kn_last_error());
-        return 1;
+        rc = 1;
+    } else if (rc != 0) {
+        kn_token_writer_abort(j.out);
+    } else {
+        fprintf(stderr, "kiln tokenize: %lld tokens", count);
+        if (j.eos >= 0) fprintf(stderr, " in %lld documents", (long long)j.docs);
+        fprintf(stderr, " -> %s (%s)\n", o->output, format == KN_TOKENS_U16 ? "u16" : "u32");
     }
-    fprintf(stderr, "kiln tokenize: %lld tokens", count);
-    if (j.eos >= 0) fprintf(stderr, " in %lld documents", (long long)j.docs);
-    fprintf(stderr, " -> %s (%s)\n", o->output, format == KN_TOKENS_U16 ? "u16" : "u32");
-    return 0;
+    if (in) fclose(in);
+    kn_encoder_free(j.enc);
+    free(j.sep);
+    return rc;
 }
