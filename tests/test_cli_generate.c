@@ -243,6 +243,83 @@ static void test_fine_tuning_lowers_the_loss_and_saves_a_model_generate_loads(vo
     CHECK(file_has(err_path, "--init"));
 }
 
+/* A copy of the GPT-2 fixture whose tokenizer lacks the ids from `from` up (dropped from the
+ * vocabulary, the merges that make them and the added tokens), as a real checkpoint's embedding
+ * has rows past its tokenizer (Qwen2.5: 151936 for 151665 ids). */
+static const char *with_short_tokenizer(int from) {
+    static char dir[512];
+    char link[700], target[700];
+    snprintf(dir, sizeof dir, "%s/gpt2_padded", tmp);
+    mkdir(dir, 0777);
+    const char *files[] = {"config.json", "model.safetensors", "generation_config.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(link, sizeof link, "%s/%s", dir, files[i]);
+        snprintf(target, sizeof target, FIXTURES "/lm/gpt2/%s", files[i]);
+        unlink(link);
+        CHECK(symlink(target, link) == 0);
+    }
+    char *text = read_text_file(FIXTURES "/lm/gpt2/tokenizer.json");
+    cJSON *j = cJSON_Parse(text), *model = cJSON_GetObjectItem(j, "model");
+    cJSON *vocab = cJSON_GetObjectItem(model, "vocab"), *merges = cJSON_GetObjectItem(model, "merges");
+    cJSON *added = cJSON_GetObjectItem(j, "added_tokens");
+    free(text);
+    for (cJSON *v = vocab->child, *next; v; v = next) {
+        next = v->next;
+        if (v->valueint >= from) cJSON_Delete(cJSON_DetachItemViaPointer(vocab, v));
+    }
+    for (cJSON *m = merges->child, *next; m; m = next) {
+        next = m->next;
+        char joined[256];
+        snprintf(joined, sizeof joined, "%s%s", cJSON_GetArrayItem(m, 0)->valuestring, cJSON_GetArrayItem(m, 1)->valuestring);
+        if (!cJSON_GetObjectItemCaseSensitive(vocab, joined)) cJSON_Delete(cJSON_DetachItemViaPointer(merges, m));
+    }
+    for (cJSON *a = added->child, *next; a; a = next) {
+        next = a->next;
+        if (cJSON_GetObjectItem(a, "id")->valueint >= from) cJSON_Delete(cJSON_DetachItemViaPointer(added, a));
+    }
+    char path[700], *json = cJSON_PrintUnformatted(j);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs(json, f);
+    fclose(f);
+    free(json);
+    cJSON_Delete(j);
+    return dir;
+}
+
+/* Greedy generation from this prompt picks ids 406 and 470 (generation used to abort on them):
+ * they print as nothing, as the library decodes them, streamed or not. */
+static void test_ids_past_the_tokenizer_print_as_nothing(void) {
+    const char *dir = with_short_tokenizer(400);
+    const char *ids[] = {"generate", dir, "--prompt", "hello world", "--temperature", "0", "--max-new-tokens", "24",
+                         "--ignore-eos", "--print-ids", NULL};
+    CHECK(run(ids) == 0);
+    char *printed = read_text_file(out_path);
+    cJSON *got = printed ? cJSON_Parse(printed) : NULL;
+    free(printed);
+    int32_t v[64];
+    size_t n = 0, past = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, got) if (n < 64) past += (v[n++] = it->valueint) >= 400;
+    cJSON_Delete(got);
+    CHECK_MSG(past > 0, "the generated ids have none past the tokenizer: the test shows nothing");
+    kn_tokenizer *t = kn_tokenizer_load(dir);
+    char *want = NULL;
+    size_t len = 0;
+    CHECK(t && kn_tokenizer_decode(t, v, n, true, &want, &len) == KN_OK);
+    for (int stream = 0; stream < 2; stream++) {
+        const char *text[] = {"generate", dir, "--prompt", "hello world", "--temperature", "0", "--max-new-tokens",
+                              "24", "--ignore-eos", stream ? NULL : "--no-stream", NULL};
+        CHECK_MSG(run(text) == 0, "streamed %d: kiln generate failed", stream);
+        char *out = read_text_file(out_path);
+        CHECK_MSG(out && want && strncmp(out, want, len) == 0 && strcmp(out + len, "\n") == 0,
+                  "streamed %d: printed \"%s\", want \"%s\"", stream, out ? out : "", want ? want : "");
+        free(out);
+    }
+    free(want);
+    kn_tokenizer_free(t);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_cli_generate PATH_TO_KILN\n");
@@ -260,6 +337,7 @@ int main(int argc, char **argv) {
     RUN(test_text_is_streamed_and_cut_at_a_stop_string);
     RUN(test_bad_input_is_a_clear_error);
     RUN(test_sigbus_is_explained_naming_the_model_directory);
+    RUN(test_ids_past_the_tokenizer_print_as_nothing);
     RUN(test_fine_tuning_lowers_the_loss_and_saves_a_model_generate_loads);
     cJSON_Delete(fixture);
     remove_tree(tmp);

@@ -471,6 +471,38 @@ static void test_close_any_time(void) {
     free(tok);
 }
 
+/* The streaming writer: tokens put in pieces make one file at commit (llm.c's count filled in
+ * then); an abort, or a token the format cannot hold, leaves the old file as it was. */
+static void test_token_writer_streams_and_abort_keeps_the_old_file(void) {
+    const char *path = path_of("streamed.bin");
+    uint32_t old[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, a[3] = {100, 200, 300}, b[4] = {400, 500, 600, 700};
+    CHECK(kn_token_file_write(path, old, 10, KN_TOKENS_U16) == KN_OK);
+    kn_token_writer *w = kn_token_writer_open(path, KN_TOKENS_LLMC);
+    CHECK(w && kn_token_writer_put(w, a, 3) == KN_OK && kn_token_writer_put(w, b, 4) == KN_OK &&
+          kn_token_writer_count(w) == 7);
+    kn_token_writer_abort(w);
+    kn_token_file *f = kn_token_file_open(path, KN_TOKENS_AUTO, 0);
+    CHECK(f && kn_token_file_format(f) == KN_TOKENS_U16 && kn_token_file_count(f) == 10);
+    kn_token_file_close(f);
+    w = kn_token_writer_open(path, KN_TOKENS_LLMC);
+    CHECK(w && kn_token_writer_put(w, a, 3) == KN_OK && kn_token_writer_put(w, b, 4) == KN_OK);
+    CHECK(kn_token_writer_commit(w) == KN_OK);
+    int64_t got[7];
+    f = kn_token_file_open(path, KN_TOKENS_AUTO, 0);
+    CHECK(f && kn_token_file_format(f) == KN_TOKENS_LLMC && kn_token_file_count(f) == 7 &&
+          kn_token_file_read(f, 0, 7, got) == KN_OK && got[2] == 300 && got[6] == 700);
+    kn_token_file_close(f);
+    uint32_t wide = 70000;
+    w = kn_token_writer_open(path, KN_TOKENS_U16);
+    CHECK(w && kn_token_writer_put(w, a, 3) == KN_OK);
+    CHECK_ERROR(kn_token_writer_put(w, &wide, 1) == KN_OK, KN_ERR_ARG, "token 70000 at position 3 does not fit in uint16");
+    kn_token_writer_abort(w);
+    f = kn_token_file_open(path, KN_TOKENS_AUTO, 0);
+    CHECK(f && kn_token_file_count(f) == 7);
+    kn_token_file_close(f);
+    CHECK_ERROR(kn_token_writer_open(path, KN_TOKENS_AUTO) != NULL, KN_ERR_ARG, "explicit format");
+}
+
 static void remove_dir(void) {
     DIR *d = opendir(dir);
     struct dirent *e;
@@ -492,6 +524,7 @@ int main(void) {
     RUN(test_bad_files);
     RUN(test_text_is_not_tokens);
     RUN(test_file_shrunk_while_reading);
+    RUN(test_token_writer_streams_and_abort_keeps_the_old_file);
     RUN(test_close_any_time);
     remove_dir();
     return test_summary();

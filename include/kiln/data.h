@@ -31,6 +31,7 @@
 #define KILN_DATA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kiln/status.h"
@@ -69,6 +70,17 @@ kn_status kn_token_file_read(const kn_token_file *f, int64_t start, int64_t coun
 /* Writes n tokens in format (U16, U32 or LLMC) atomically: a temporary file in the same
  * directory, fsync, then rename over path. U16 and LLMC refuse an id above 65535, naming it. */
 kn_status kn_token_file_write(const char *path, const uint32_t *tokens, int64_t n, kn_token_format format);
+
+/* Writing a token file as its tokens come (a tokenizer's output, too long to hold whole), as
+ * atomically as kn_token_file_write: the file appears, whole, at commit; abort or a failure
+ * leaves the old one. format: U16, U32 or LLMC (its header's count is written at commit). */
+typedef struct kn_token_writer kn_token_writer;
+kn_token_writer *kn_token_writer_open(const char *path, kn_token_format format);
+/* Appends n tokens; KN_ERR_ARG naming its position for one the format cannot hold (then abort). */
+kn_status kn_token_writer_put(kn_token_writer *w, const uint32_t *tokens, size_t n);
+int64_t kn_token_writer_count(const kn_token_writer *w); /* tokens written so far */
+kn_status kn_token_writer_commit(kn_token_writer *w);    /* frees w, whatever the outcome */
+void kn_token_writer_abort(kn_token_writer *w);          /* NULL is ignored */
 
 /* ---- the batch loader -------------------------------------------------------------------- */
 typedef struct kn_token_loader_options {

@@ -47,6 +47,15 @@ static ssize_t write_to_fd(void *cookie, const char *buf, size_t n) {
     return (ssize_t)done;
 }
 
+/* The stream seeks like a file's (a header written last, at the start: token files). */
+static int seek_fd(void *cookie, off64_t *offset, int whence) {
+    kn_atomic_file *a = cookie;
+    off_t at = lseek(a->fd, (off_t)*offset, whence);
+    if (at < 0) return -1;
+    *offset = at;
+    return 0;
+}
+
 /* The descriptor is closed by commit or abort, which check close's result. */
 static int keep_fd(void *cookie) {
     (void)cookie;
@@ -73,7 +82,7 @@ kn_atomic_file *kn_atomic_file_open(const char *path) {
         int fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0) {
             a->fd = fd;
-            a->stream = fopencookie(a, "wb", (cookie_io_functions_t){.write = write_to_fd, .close = keep_fd});
+            a->stream = fopencookie(a, "wb", (cookie_io_functions_t){.write = write_to_fd, .seek = seek_fd, .close = keep_fd});
             if (a->stream) return a;
             int err = errno;
             close(fd);

@@ -1,104 +1,112 @@
-/* Writing token files atomically: readers see the old file or the whole new one, never a
- * partial write (a temporary in the same directory, fsync, rename, fsync of the directory). */
-#include <errno.h>
-#include <fcntl.h>
-#include <stdatomic.h>
+/* Writing token files atomically (through kn_atomic_file): readers see the old file or the
+ * whole new one, never a partial write; tokens may be written as they come. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "io/token_le.h"
 #include "kiln/data.h"
+#include "kiln/io.h"
 
-static bool write_all(int fd, const unsigned char *p, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
+struct kn_token_writer {
+    kn_atomic_file *file;
+    char *path;
+    kn_token_format format;
+    int64_t count;
+};
+
+/* The llm.c header for count tokens. */
+static bool write_llmc_header(FILE *f, int64_t count) {
+    unsigned char h[KN_LLMC_HEADER_INTS * 4] = {0};
+    kn_put_le(h, KN_LLMC_MAGIC, 4);
+    kn_put_le(h + 4, KN_LLMC_VERSION, 4);
+    kn_put_le(h + 8, (uint32_t)count, 4);
+    return fwrite(h, 1, sizeof h, f) == sizeof h;
 }
 
-/* The header (llm.c) and the tokens, encoded through a small buffer. */
-static bool write_tokens(int fd, const uint32_t *tokens, int64_t n, kn_token_format format) {
-    enum { CHUNK = 1 << 16 };
-    _Static_assert(CHUNK >= KN_LLMC_HEADER_INTS * 4, "the llm.c header fits in one chunk");
-    unsigned char buf[CHUNK];
-    if (format == KN_TOKENS_LLMC) {
-        memset(buf, 0, KN_LLMC_HEADER_INTS * 4);
-        kn_put_le(buf, KN_LLMC_MAGIC, 4);
-        kn_put_le(buf + 4, KN_LLMC_VERSION, 4);
-        kn_put_le(buf + 8, (uint32_t)n, 4);
-        if (!write_all(fd, buf, KN_LLMC_HEADER_INTS * 4)) return false;
+kn_token_writer *kn_token_writer_open(const char *path, kn_token_format format) {
+    if (!path) return kn_error_null(KN_ERR_NULL, "token file write: NULL path");
+    if (format != KN_TOKENS_U16 && format != KN_TOKENS_U32 && format != KN_TOKENS_LLMC)
+        return kn_error_null(KN_ERR_ARG, "token file %s: writing needs an explicit format (U16, U32 or LLMC)", path);
+    kn_token_writer *w = calloc(1, sizeof *w);
+    if (!w || !(w->path = strdup(path))) {
+        free(w);
+        return kn_error_null(KN_ERR_OOM, "token file %s: out of host memory", path);
     }
-    int width = format == KN_TOKENS_U32 ? 4 : 2;
+    w->format = format;
+    w->file = kn_atomic_file_open(path);
+    if (!w->file) {
+        free(w->path);
+        free(w);
+        return NULL;
+    }
+    /* llm.c's count is not known yet: a header now, its count at commit. */
+    if (format == KN_TOKENS_LLMC && !write_llmc_header(kn_atomic_file_stream(w->file), 0)) {
+        kn_error(KN_ERR_IO, "token file %s: cannot write its header", path);
+        kn_token_writer_abort(w);
+        return NULL;
+    }
+    return w;
+}
+
+kn_status kn_token_writer_put(kn_token_writer *w, const uint32_t *tokens, size_t n) {
+    if (!w || (!tokens && n)) return kn_error(KN_ERR_NULL, "token file write: NULL writer or tokens");
+    enum { CHUNK = 1 << 16 };
+    unsigned char buf[CHUNK];
+    int width = w->format == KN_TOKENS_U32 ? 4 : 2;
     size_t used = 0;
-    for (int64_t i = 0; i < n; i++) {
+    FILE *f = kn_atomic_file_stream(w->file);
+    for (size_t i = 0; i < n; i++, w->count++) {
+        if (width == 2 && tokens[i] > UINT16_MAX)
+            return kn_error(KN_ERR_ARG, "token file %s: token %u at position %lld does not fit in uint16 (use "
+                            "KN_TOKENS_U32)", w->path, tokens[i], (long long)w->count);
+        if (w->format == KN_TOKENS_LLMC && w->count == INT32_MAX)
+            return kn_error(KN_ERR_ARG, "token file %s: more than %d tokens do not fit the llm.c header's int32 count",
+                            w->path, INT32_MAX);
         kn_put_le(buf + used, tokens[i], width);
         used += (size_t)width;
-        if (used == CHUNK) {
-            if (!write_all(fd, buf, used)) return false;
+        if (used == CHUNK || i + 1 == n) {
+            if (fwrite(buf, 1, used, f) != used) /* the stream's error flag makes commit fail too */
+                return kn_error(KN_ERR_IO, "token file %s: cannot write", w->path);
             used = 0;
         }
     }
-    return write_all(fd, buf, used);
-}
-
-/* Makes the rename itself durable; some file systems cannot fsync a directory, which only
- * weakens durability, so failures here are not errors. */
-static void sync_parent_dir(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, (size_t)(slash - path) + 1) : strdup(".");
-    int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
-static kn_status check_args(const char *path, const uint32_t *tokens, int64_t n, kn_token_format format) {
-    if (!path || (!tokens && n > 0)) return kn_error(KN_ERR_NULL, "token file write: NULL path or tokens");
-    if (n < 0) return kn_error(KN_ERR_ARG, "token file %s: negative token count %lld", path, (long long)n);
-    if (format != KN_TOKENS_U16 && format != KN_TOKENS_U32 && format != KN_TOKENS_LLMC)
-        return kn_error(KN_ERR_ARG, "token file %s: writing needs an explicit format (U16, U32 or LLMC)", path);
-    if (format == KN_TOKENS_LLMC && n > INT32_MAX)
-        return kn_error(KN_ERR_ARG, "token file %s: %lld tokens do not fit the llm.c header's int32 count", path,
-                        (long long)n);
-    if (format != KN_TOKENS_U32)
-        for (int64_t i = 0; i < n; i++)
-            if (tokens[i] > UINT16_MAX)
-                return kn_error(KN_ERR_ARG, "token file %s: token %u at position %lld does not fit in uint16 "
-                                "(use KN_TOKENS_U32)", path, tokens[i], (long long)i);
     return KN_OK;
 }
 
-kn_status kn_token_file_write(const char *path, const uint32_t *tokens, int64_t n, kn_token_format format) {
-    kn_status s = check_args(path, tokens, n, format);
-    if (s != KN_OK) return s;
-    /* A name no other writer uses: the process id and a counter, with O_EXCL to be sure. */
-    static atomic_uint serial;
-    size_t len = strlen(path) + 48;
-    char *tmp = malloc(len);
-    if (!tmp) return kn_error(KN_ERR_OOM, "token file %s: out of host memory", path);
-    snprintf(tmp, len, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&serial, 1));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        s = kn_error(KN_ERR_IO, "token file %s: cannot create %s (%s)", path, tmp, strerror(errno));
-    } else {
-        bool ok = write_tokens(fd, tokens, n, format) && fsync(fd) == 0;
-        ok = close(fd) == 0 && ok;
-        if (!ok || rename(tmp, path) != 0) {
-            s = kn_error(KN_ERR_IO, "token file %s: cannot write (%s)", path, strerror(errno));
-            unlink(tmp);
-        } else {
-            sync_parent_dir(path);
-        }
+int64_t kn_token_writer_count(const kn_token_writer *w) { return w ? w->count : 0; }
+
+kn_status kn_token_writer_commit(kn_token_writer *w) {
+    if (!w) return kn_error(KN_ERR_NULL, "token file write: NULL writer");
+    FILE *f = kn_atomic_file_stream(w->file);
+    if (w->format == KN_TOKENS_LLMC && (fseek(f, 0, SEEK_SET) != 0 || !write_llmc_header(f, w->count))) {
+        kn_status s = kn_error(KN_ERR_IO, "token file %s: cannot write its header", w->path);
+        kn_token_writer_abort(w);
+        return s;
     }
-    free(tmp);
+    kn_status s = kn_atomic_file_commit(w->file);
+    free(w->path);
+    free(w);
     return s;
+}
+
+void kn_token_writer_abort(kn_token_writer *w) {
+    if (!w) return;
+    kn_atomic_file_abort(w->file);
+    free(w->path);
+    free(w);
+}
+
+kn_status kn_token_file_write(const char *path, const uint32_t *tokens, int64_t n, kn_token_format format) {
+    if (!path || (!tokens && n > 0)) return kn_error(KN_ERR_NULL, "token file write: NULL path or tokens");
+    if (n < 0) return kn_error(KN_ERR_ARG, "token file %s: negative token count %lld", path, (long long)n);
+    kn_token_writer *w = kn_token_writer_open(path, format);
+    if (!w) return kn_last_status();
+    kn_status s = kn_token_writer_put(w, tokens, (size_t)n);
+    if (s != KN_OK) {
+        kn_token_writer_abort(w);
+        return s;
+    }
+    return kn_token_writer_commit(w);
 }

@@ -13,6 +13,7 @@ void kn_added_vocab_free(kn_added_vocab *a) {
     }
     free(a->tokens);
     kn_strmap_free(&a->by_content);
+    kn_strmap_free(&a->by_id);
     for (int set = 0; set < 2; set++)
         for (int b = 0; b < 256; b++) free(a->by_first_byte[set][b]);
     *a = (kn_added_vocab){0};
@@ -42,6 +43,8 @@ static kn_status index_tokens(kn_added_vocab *a) {
             list[count] = -1;
             a->by_first_byte[set][byte] = list;
         }
+    for (size_t i = 0; i < a->n; i++)
+        if (a->tokens[i].match_len > a->longest) a->longest = a->tokens[i].match_len;
     return KN_OK;
 }
 
@@ -56,15 +59,15 @@ kn_status kn_added_vocab_load(kn_added_vocab *a, const cJSON *list, const kn_nor
     kn_tok_buf normalized = {0};
     kn_status st = KN_OK;
     cJSON_ArrayForEach(it, list) {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
         const char *content = kn_tok_json_str(it, "content", "added_tokens[]", false);
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= KN_TOK_MAX_IDS || !content || !*content) {
-            st = kn_set_error(KN_ERR_IO, "%s: added_tokens[%zu]: needs an \"id\" in [0, %d) and a non-empty \"content\"",
-                              file, a->n, KN_TOK_MAX_IDS);
+        int32_t id;
+        if (!kn_tok_json_id(cJSON_GetObjectItemCaseSensitive(it, "id"), &id) || !content || !*content) {
+            st = kn_set_error(KN_ERR_IO, "%s: added_tokens[%zu]: needs an \"id\" (an integer in [0, %d]) and a "
+                              "non-empty \"content\"", file, a->n, INT32_MAX);
             break;
         }
         kn_added_token *t = &a->tokens[a->n++];
-        t->id = (int32_t)id->valuedouble;
+        t->id = id;
         t->special = kn_tok_json_bool(it, "special", false);
         t->single_word = kn_tok_json_bool(it, "single_word", false);
         t->lstrip = kn_tok_json_bool(it, "lstrip", false);
@@ -77,7 +80,7 @@ kn_status kn_added_vocab_load(kn_added_vocab *a, const cJSON *list, const kn_nor
         }
         /* A normalized token is looked for in normalized text, so in its normalized form. */
         if (t->normalized && norm) {
-            if ((st = kn_normalizer_apply(norm, content, t->len, &normalized)) != KN_OK) break;
+            if ((st = kn_normalizer_apply(norm, content, t->len, KN_TOK_WHOLE, &normalized)) != KN_OK) break;
             t->match_len = normalized.n;
             t->match = malloc(normalized.n + 1);
             if (t->match) memcpy(t->match, normalized.p, normalized.n + 1);
@@ -90,7 +93,8 @@ kn_status kn_added_vocab_load(kn_added_vocab *a, const cJSON *list, const kn_nor
                           : kn_set_error(KN_ERR_OOM, "%s: out of memory", file);
             break;
         }
-        if (!kn_strmap_put(&a->by_content, t->content, t->len, (int32_t)(a->n - 1))) {
+        if (!kn_strmap_put(&a->by_content, t->content, t->len, (int32_t)(a->n - 1)) ||
+            !kn_tok_idmap_put(&a->by_id, &t->id, (int32_t)(a->n - 1))) {
             st = KN_ERR_OOM;
             break;
         }
@@ -100,16 +104,23 @@ kn_status kn_added_vocab_load(kn_added_vocab *a, const cJSON *list, const kn_nor
     return st;
 }
 
-static uint32_t last_char(const char *s, size_t n) {
+/* The start of the character that ends s[0..n), n > 0. */
+static size_t last_char_at(const char *s, size_t n) {
     size_t c = n - 1;
-    while (c > 0 && ((unsigned char)s[c] & 0xC0) == 0x80) c--;
-    uint32_t cp = 0;
+    while (c > 0 && n - c < 4 && ((unsigned char)s[c] & 0xC0) == 0x80) c--;
+    uint32_t cp;
+    return kn_utf8_next(s + c, n - c, &cp) == n - c ? c : n - 1; /* an ill-formed end: its last byte */
+}
+
+static uint32_t last_char(const char *s, size_t n) {
+    uint32_t cp;
+    size_t c = last_char_at(s, n);
     kn_utf8_next(s + c, n - c, &cp);
     return cp;
 }
 
 static uint32_t first_char(const char *s, size_t n) {
-    uint32_t cp = 0;
+    uint32_t cp;
     kn_utf8_next(s, n, &cp);
     return cp;
 }
@@ -141,15 +152,11 @@ kn_status kn_added_vocab_split(const kn_added_vocab *a, bool normalized_set, con
                                (stop < n && kn_unicode_is_word(first_char(s + stop, n - stop)))))
             continue;
         if (t->lstrip)
-            while (start > done && kn_unicode_is_space(last_char(s, start))) {
-                size_t c = start - 1;
-                while (c > 0 && ((unsigned char)s[c] & 0xC0) == 0x80) c--;
-                start = c;
-            }
+            while (start > done && kn_unicode_is_space(last_char(s, start))) start = last_char_at(s, start);
         if (t->rstrip)
             while (stop < n && kn_unicode_is_space(first_char(s + stop, n - stop))) {
                 uint32_t cp;
-                stop += (size_t)kn_utf8_next(s + stop, n - stop, &cp);
+                stop += kn_utf8_next(s + stop, n - stop, &cp);
             }
         if (start < done) start = done;
         kn_status st = KN_OK;
@@ -159,4 +166,16 @@ kn_status kn_added_vocab_split(const kn_added_vocab *a, bool normalized_set, con
         done = stop;
     }
     return done < n ? piece(ctx, done, n, -1) : KN_OK;
+}
+
+bool kn_added_vocab_would_cut(const kn_added_vocab *a, const char *s, size_t n, size_t at) {
+    for (size_t p = at > a->longest ? at - a->longest : 0; p <= at && p < n; p++)
+        for (int set = 0; set < 2; set++)
+            for (const int32_t *list = a->by_first_byte[set][(unsigned char)s[p]]; list && *list >= 0; list++) {
+                const kn_added_token *t = &a->tokens[*list];
+                if (t->match_len > n - p || memcmp(s + p, t->match, t->match_len) != 0) continue;
+                size_t end = p + t->match_len;
+                if ((p < at && end > at) || (p == at && t->lstrip) || (end == at && t->single_word)) return true;
+            }
+    return false;
 }

@@ -14,12 +14,12 @@ typedef struct merge_slot {
 #define EMPTY_PAIR UINT64_MAX
 
 struct kn_bpe {
-    char **tokens; /* id -> token, NULL for an id the vocabulary skips */
-    size_t *token_len;
-    int64_t n_ids;
-    kn_strmap vocab; /* keys are tokens[] and aliases[] */
-    char **aliases;      /* tokens that share an id with an earlier one */
-    size_t n_aliases;
+    char **names;        /* every vocabulary key, in the file's order */
+    int32_t *name_ids;   /* names[i]'s id; the keys of by_id point here */
+    size_t n_names;
+    kn_strmap vocab; /* name -> id (keys are names[]) */
+    kn_strmap by_id; /* id -> index in names of its first name, the id's token */
+    int64_t n_ids;       /* the largest id + 1 */
     merge_slot *merges;
     size_t merges_cap;
     int32_t unk_id;        /* -1: no unk_token */
@@ -38,12 +38,11 @@ static merge_slot *merge_find(const kn_bpe *b, uint64_t key) {
 
 void kn_bpe_free(kn_bpe *b) {
     if (!b) return;
-    for (int64_t i = 0; i < b->n_ids; i++) free(b->tokens[i]);
-    free(b->tokens);
-    free(b->token_len);
+    for (size_t i = 0; i < b->n_names; i++) free(b->names[i]);
+    free(b->names);
+    free(b->name_ids);
     kn_strmap_free(&b->vocab);
-    for (size_t i = 0; i < b->n_aliases; i++) free(b->aliases[i]);
-    free(b->aliases);
+    kn_strmap_free(&b->by_id);
     free(b->merges);
     free(b->prefix);
     free(b->suffix);
@@ -55,41 +54,33 @@ int64_t kn_bpe_vocab_size(const kn_bpe *b) { return b->n_ids; }
 int32_t kn_bpe_token_to_id(const kn_bpe *b, const char *s, size_t n) { return kn_strmap_get(&b->vocab, s, n); }
 
 const char *kn_bpe_id_to_token(const kn_bpe *b, int32_t id) {
-    return id >= 0 && id < b->n_ids ? b->tokens[id] : NULL;
+    int32_t at = kn_tok_idmap_get(&b->by_id, id);
+    return at >= 0 ? b->names[at] : NULL;
 }
 
+/* The vocabulary: memory in proportion to its entries, whatever its ids (a file with one token
+ * of id 2^31 - 1 is small). */
 static kn_status load_vocab(kn_bpe *b, const cJSON *vocab, const char *file) {
     if (!cJSON_IsObject(vocab)) return kn_set_error(KN_ERR_IO, "%s: model.vocab: missing or not an object", file);
+    size_t n = (size_t)cJSON_GetArraySize(vocab);
+    b->names = calloc(n + 1, sizeof *b->names);
+    b->name_ids = calloc(n + 1, sizeof *b->name_ids);
+    if (!b->names || !b->name_ids) return kn_set_error(KN_ERR_OOM, "%s: out of memory for the vocabulary", file);
     const cJSON *it;
-    int64_t max_id = -1;
     cJSON_ArrayForEach(it, vocab) {
-        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= KN_TOK_MAX_IDS ||
-            it->valuedouble != (double)(int64_t)it->valuedouble)
-            return kn_set_error(KN_ERR_IO, "%s: model.vocab[\"%s\"]: id is not an integer in [0, %d)", file,
-                                it->string, KN_TOK_MAX_IDS);
-        if ((int64_t)it->valuedouble > max_id) max_id = (int64_t)it->valuedouble;
-    }
-    b->n_ids = max_id + 1;
-    b->tokens = calloc((size_t)b->n_ids + 1, sizeof *b->tokens);
-    b->token_len = calloc((size_t)b->n_ids + 1, sizeof *b->token_len);
-    if (!b->tokens || !b->token_len) return kn_set_error(KN_ERR_OOM, "%s: out of memory for the vocabulary", file);
-    cJSON_ArrayForEach(it, vocab) {
-        int32_t id = (int32_t)it->valuedouble;
-        if (b->tokens[id]) continue; /* a second token with the same id: the first keeps the id's name */
-        if (!(b->tokens[id] = kn_tok_strdup(it->string))) return KN_ERR_OOM;
-        b->token_len[id] = strlen(it->string);
-    }
-    cJSON_ArrayForEach(it, vocab) {
-        int32_t id = (int32_t)it->valuedouble;
-        const char *key = b->tokens[id];
-        if (strcmp(key, it->string) != 0) { /* a second name for an id: keep a copy of it for the map */
-            char **grown = realloc(b->aliases, (b->n_aliases + 1) * sizeof *grown);
-            if (!grown) return kn_set_error(KN_ERR_OOM, "%s: out of memory for the vocabulary", file);
-            b->aliases = grown;
-            if (!(key = b->aliases[b->n_aliases] = kn_tok_strdup(it->string))) return KN_ERR_OOM;
-            b->n_aliases++;
-        }
-        if (!kn_strmap_put(&b->vocab, key, strlen(key), id)) return KN_ERR_OOM;
+        int32_t id;
+        if (!kn_tok_json_id(it, &id))
+            return kn_set_error(KN_ERR_IO, "%s: model.vocab[\"%s\"]: id is not an integer in [0, %d]", file, it->string,
+                                INT32_MAX);
+        size_t i = b->n_names;
+        if (!(b->names[i] = kn_tok_strdup(it->string))) return KN_ERR_OOM;
+        b->name_ids[i] = id;
+        b->n_names++;
+        if (id >= b->n_ids) b->n_ids = (int64_t)id + 1;
+        /* A second name for an id maps to the id; the first keeps the id's name. */
+        bool ok = kn_strmap_put(&b->vocab, b->names[i], strlen(b->names[i]), id) &&
+                  (kn_tok_idmap_get(&b->by_id, id) >= 0 || kn_tok_idmap_put(&b->by_id, &b->name_ids[i], (int32_t)i));
+        if (!ok) return KN_ERR_OOM;
     }
     for (int v = 0; v < 256; v++) {
         char name[8];
@@ -316,11 +307,10 @@ static kn_status split_chars(const kn_bpe *b, const char *w, size_t n, word *out
     size_t plen = b->prefix ? strlen(b->prefix) : 0, slen = b->suffix ? strlen(b->suffix) : 0;
     for (size_t i = 0; i < n && ok;) {
         uint32_t cp;
-        int k = kn_utf8_next(w + i, n - i, &cp);
-        if (k <= 0) k = 1; /* cannot happen: the text was checked */
+        size_t k = kn_utf8_next(w + i, n - i, &cp);
         const char *c = w + i;
-        size_t clen = (size_t)k;
-        bool first = i == 0, last = i + (size_t)k == n;
+        size_t clen = k;
+        bool first = i == 0, last = i + k == n;
         if ((plen && !first) || (slen && last)) {
             affixed.n = 0;
             ok = (!plen || first || kn_tok_buf_put(&affixed, b->prefix, plen)) && kn_tok_buf_put(&affixed, c, clen) &&
@@ -340,7 +330,7 @@ static kn_status split_chars(const kn_bpe *b, const char *w, size_t n, word *out
             if (pending_unk && !b->fuse_unk) ok = word_add(out, b->unk_id);
             pending_unk = true;
         } /* no unk_token: the library drops the character */
-        i += (size_t)k;
+        i += k;
     }
     if (ok && pending_unk) ok = word_add(out, b->unk_id);
     kn_tok_buf_free(&affixed);
@@ -376,8 +366,8 @@ void kn_bpe_cache_free(kn_bpe_cache *c) {
     free(c);
 }
 
-/* Remembers a word's ids; a full cache or no memory just skips it. */
-static void cache_put(kn_bpe_cache *c, const char *w, size_t n, const int32_t *ids, size_t count) {
+/* Remembers a word's ids (ids->v[first..]); a full cache or no memory just skips it. */
+static void cache_put(kn_bpe_cache *c, const char *w, size_t n, const kn_tok_ids *ids, size_t first) {
     if (c->n >= CACHE_MAX_WORDS || n > CACHE_MAX_WORD_BYTES) return;
     if (c->n_blocks == 0 || c->block_used + n > CACHE_BLOCK) {
         char **bl = realloc(c->blocks, (c->n_blocks + 1) * sizeof *bl);
@@ -395,8 +385,8 @@ static void cache_put(kn_bpe_cache *c, const char *w, size_t n, const int32_t *i
     char *key = c->blocks[c->n_blocks - 1] + c->block_used;
     memcpy(key, w, n);
     size_t off = c->ids.n;
-    for (size_t i = 0; i < count; i++)
-        if (!kn_tok_ids_push(&c->ids, ids[i])) {
+    for (size_t i = first; i < ids->n; i++) /* by index: ids->v is NULL when the word made none */
+        if (!kn_tok_ids_push(&c->ids, ids->v[i])) {
             c->ids.n = off;
             kn_clear_error();
             return;
@@ -408,7 +398,7 @@ static void cache_put(kn_bpe_cache *c, const char *w, size_t n, const int32_t *i
     }
     c->block_used += n;
     c->spans[c->n][0] = off;
-    c->spans[c->n][1] = count;
+    c->spans[c->n][1] = ids->n - first;
     c->n++;
 }
 
@@ -433,6 +423,6 @@ kn_status kn_bpe_encode_word(const kn_bpe *b, const char *w, size_t n, kn_bpe_ca
     for (int32_t i = 0; st == KN_OK && wd.n > 0 && i >= 0; i = wd.s[i].next)
         if (!kn_tok_ids_push(out, wd.s[i].id)) st = KN_ERR_OOM;
     free(wd.s);
-    if (st == KN_OK && cache) cache_put(cache, w, n, out->v + first, out->n - first);
+    if (st == KN_OK && cache) cache_put(cache, w, n, out, first);
     return st;
 }

@@ -32,8 +32,6 @@ void kn_decoder_free(kn_decoder *d) {
     free(d);
 }
 
-static bool one_char(const char *s, uint32_t *cp) { return s && *s && kn_utf8_next(s, strlen(s), cp) == (int)strlen(s); }
-
 static kn_status load_step(dec_step *s, const cJSON *j, const char *type, const char *file) {
     char where[256];
     snprintf(where, sizeof where, "%s: decoder %s", file, type);
@@ -45,18 +43,20 @@ static kn_status load_step(dec_step *s, const cJSON *j, const char *type, const 
         s->kind = DEC_FUSE;
     } else if (strcmp(type, "Metaspace") == 0) {
         s->kind = DEC_METASPACE;
-        if (!one_char(kn_tok_json_str(j, "replacement", where, true), &s->ch))
+        if (!kn_utf8_one_char(kn_tok_json_str(j, "replacement", where, true), &s->ch))
             return kn_set_error(KN_ERR_IO, "%s: replacement is not one character", where);
         const char *scheme = kn_tok_json_str(j, "prepend_scheme", where, false);
         s->drop_first = scheme ? strcmp(scheme, "never") != 0 : kn_tok_json_bool(j, "add_prefix_space", true);
     } else if (strcmp(type, "Strip") == 0) {
         s->kind = DEC_STRIP;
-        const cJSON *start = cJSON_GetObjectItemCaseSensitive(j, "start"), *stop = cJSON_GetObjectItemCaseSensitive(j, "stop");
-        if (!one_char(kn_tok_json_str(j, "content", where, true), &s->ch) || !cJSON_IsNumber(start) ||
-            !cJSON_IsNumber(stop) || start->valuedouble < 0 || stop->valuedouble < 0)
-            return kn_set_error(KN_ERR_IO, "%s: needs one content character and non-negative start and stop", where);
-        s->start = (size_t)start->valuedouble;
-        s->stop = (size_t)stop->valuedouble;
+        int64_t start, stop;
+        if (!kn_utf8_one_char(kn_tok_json_str(j, "content", where, true), &s->ch))
+            return kn_set_error(KN_ERR_IO, "%s: content is not one character", where);
+        if (!kn_tok_json_integer(cJSON_GetObjectItemCaseSensitive(j, "start"), 0, INT32_MAX, &start) ||
+            !kn_tok_json_integer(cJSON_GetObjectItemCaseSensitive(j, "stop"), 0, INT32_MAX, &stop))
+            return kn_set_error(KN_ERR_IO, "%s: start and stop must be integers in [0, %d]", where, INT32_MAX);
+        s->start = (size_t)start;
+        s->stop = (size_t)stop;
     } else if (strcmp(type, "Replace") == 0) {
         s->kind = DEC_REPLACE;
         const char *content = kn_tok_json_str(j, "content", where, true);
@@ -123,11 +123,10 @@ static kn_status byte_level(const kn_tok_pieces *in, kn_tok_pieces *out) {
         bool mapped = true;
         for (size_t k = 0; k < n && ok && mapped;) { /* each character back to its byte */
             uint32_t cp;
-            int len = kn_utf8_next(t + k, n - k, &cp);
-            int b = len > 0 ? kn_byte_level_byte(cp) : -1;
+            k += kn_utf8_next(t + k, n - k, &cp);
+            int b = kn_byte_level_byte(cp);
             mapped = b >= 0;
             if (mapped) ok = kn_tok_buf_putc(&bytes, (char)b);
-            k += len > 0 ? (size_t)len : 1;
         }
         if (!mapped && ok) { /* a character outside the mapping: the token's own bytes */
             bytes.n = mark;
@@ -198,10 +197,9 @@ static kn_status per_token(const dec_step *s, const char *tok, size_t n, bool fi
     uint32_t *cps = malloc((n + 1) * sizeof *cps);
     bool ok = at && cps;
     for (size_t k = 0; ok && k < n;) {
-        int len = kn_utf8_next(tok + k, n - k, &cps[count]);
-        if (len <= 0) len = 1, cps[count] = 0xFFFD;
-        at[count++] = k;
-        k += (size_t)len;
+        at[count] = k;
+        k += kn_utf8_next(tok + k, n - k, &cps[count]);
+        count++;
     }
     if (ok) at[count] = n;
     if (ok && s->kind == DEC_METASPACE) {

@@ -111,7 +111,7 @@ kn_normalizer *kn_normalizer_load(const cJSON *j, const char *file) {
     return n;
 }
 
-static kn_status apply_step(const norm_step *s, const char *in, size_t n, kn_tok_buf *out) {
+static kn_status apply_step(const norm_step *s, const char *in, size_t n, kn_tok_edges edges, kn_tok_buf *out) {
     switch (s->kind) {
     case NORM_UNICODE: {
         utf8proc_uint8_t *mapped = NULL;
@@ -124,33 +124,34 @@ static kn_status apply_step(const norm_step *s, const char *in, size_t n, kn_tok
     case NORM_LOWERCASE:
         for (size_t i = 0; i < n;) {
             uint32_t cp;
-            int k = kn_utf8_next(in + i, n - i, &cp);
-            /* Rust's char::to_lowercase: one code point each, except U+0130 (i and a combining dot). */
-            bool ok = cp == 0x130 ? kn_tok_buf_put(out, "i\xCC\x87", 3)
-                                  : kn_tok_buf_put_cp(out, (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp));
+            size_t k = kn_utf8_next(in + i, n - i, &cp);
+            /* Rust's char::to_lowercase: one code point each, except U+0130 (i and a combining dot);
+             * an ill-formed byte (none reaches here from a checked file and text) stays as it is. */
+            bool ok = cp == KN_UTF8_ILL_FORMED ? kn_tok_buf_put(out, in + i, 1)
+                      : cp == 0x130            ? kn_tok_buf_put(out, "i\xCC\x87", 3)
+                                               : kn_tok_buf_put_cp(out, (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp));
             if (!ok) return KN_ERR_OOM;
-            i += (size_t)k;
+            i += k;
         }
         return KN_OK;
     case NORM_STRIP: {
         size_t a = 0, b = n;
         uint32_t cp;
-        while (s->left && a < b) {
-            int k = kn_utf8_next(in + a, b - a, &cp);
+        while (s->left && !edges.continues_before && a < b) {
+            size_t k = kn_utf8_next(in + a, b - a, &cp);
             if (!kn_unicode_is_space(cp)) break;
-            a += (size_t)k;
+            a += k;
         }
-        while (s->right && b > a) {
+        while (s->right && !edges.continues_after && b > a) {
             size_t c = b - 1;
             while (c > a && ((unsigned char)in[c] & 0xC0) == 0x80) c--;
-            kn_utf8_next(in + c, b - c, &cp);
-            if (!kn_unicode_is_space(cp)) break;
+            if (kn_utf8_next(in + c, b - c, &cp) != b - c || !kn_unicode_is_space(cp)) break;
             b = c;
         }
         return kn_tok_buf_put(out, in + a, b - a) ? KN_OK : KN_ERR_OOM;
     }
     case NORM_PREPEND:
-        if (n && !kn_tok_buf_put(out, s->text, strlen(s->text))) return KN_ERR_OOM;
+        if (n && !edges.continues_before && !kn_tok_buf_put(out, s->text, strlen(s->text))) return KN_ERR_OOM;
         return kn_tok_buf_put(out, in, n) ? KN_OK : KN_ERR_OOM;
     case NORM_REPLACE: {
         size_t *se = NULL, count = 0;
@@ -169,13 +170,13 @@ static kn_status apply_step(const norm_step *s, const char *in, size_t n, kn_tok
     return KN_ERR_INTERNAL;
 }
 
-kn_status kn_normalizer_apply(const kn_normalizer *nz, const char *s, size_t len, kn_tok_buf *out) {
+kn_status kn_normalizer_apply(const kn_normalizer *nz, const char *s, size_t len, kn_tok_edges edges, kn_tok_buf *out) {
     kn_tok_buf a = {0};
     out->n = 0;
     if (!kn_tok_buf_put(out, s, len)) return KN_ERR_OOM;
     for (size_t i = 0; i < nz->n; i++) {
         a.n = 0;
-        kn_status st = apply_step(&nz->steps[i], out->p, out->n, &a);
+        kn_status st = apply_step(&nz->steps[i], out->p, out->n, edges, &a);
         if (st != KN_OK) {
             kn_tok_buf_free(&a);
             return st;

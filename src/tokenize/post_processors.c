@@ -69,10 +69,7 @@ oom:
 
 /* ["<s>", 0] of Roberta/BertProcessing: the id. */
 static bool token_pair_id(const cJSON *pair, int32_t *id) {
-    const cJSON *v = cJSON_GetArrayItem(pair, 1);
-    if (!cJSON_IsArray(pair) || !cJSON_IsNumber(v) || v->valuedouble < 0) return false;
-    *id = (int32_t)v->valuedouble;
-    return true;
+    return cJSON_IsArray(pair) && cJSON_GetArraySize(pair) == 2 && kn_tok_json_id(cJSON_GetArrayItem(pair, 1), id);
 }
 
 static kn_status load_template(kn_post_processor *outer, const cJSON *j, const char *file) {
@@ -94,9 +91,10 @@ static kn_status load_template(kn_post_processor *outer, const cJSON *j, const c
             int32_t buf[64];
             size_t n = 0;
             cJSON_ArrayForEach(v, ids) {
-                if (!cJSON_IsNumber(v) || v->valuedouble < 0 || n == 64)
-                    return kn_set_error(KN_ERR_IO, "%s: post_processor TemplateProcessing: bad ids of \"%s\"", file, name);
-                buf[n++] = (int32_t)v->valuedouble;
+                if (n == 64 || !kn_tok_json_id(v, &buf[n]))
+                    return kn_set_error(KN_ERR_IO, "%s: post_processor TemplateProcessing: special_tokens[\"%s\"].ids[%zu] "
+                                        "is not an id (an integer in [0, %d])", file, name, n, INT32_MAX);
+                n++;
             }
             if (!push_ids(outer, buf, n)) return KN_ERR_OOM;
         } else {
@@ -128,7 +126,8 @@ static kn_status load_into(kn_post_processor *p, const cJSON *j, const char *fil
         int32_t cls, sep;
         if (!token_pair_id(cJSON_GetObjectItemCaseSensitive(j, "cls"), &cls) ||
             !token_pair_id(cJSON_GetObjectItemCaseSensitive(j, "sep"), &sep))
-            st = kn_set_error(KN_ERR_IO, "%s: post_processor %s: cls and sep must be [token, id]", file, type);
+            st = kn_set_error(KN_ERR_IO, "%s: post_processor %s: cls and sep must be [token, id], the id an integer "
+                              "in [0, %d]", file, type, INT32_MAX);
         else if (!push_ids(&outer, &cls, 1) || !push_item(&outer, (post_item){true, NULL, 0}) ||
                  !push_ids(&outer, &sep, 1))
             st = KN_ERR_OOM;
@@ -172,5 +171,18 @@ kn_status kn_post_processor_apply(const kn_post_processor *p, const kn_tok_ids *
         for (size_t k = 0; k < n; k++)
             if (!kn_tok_ids_push(out, v[k])) return KN_ERR_OOM;
     }
+    return KN_OK;
+}
+
+kn_status kn_post_processor_parts(const kn_post_processor *p, kn_tok_ids *prefix, kn_tok_ids *suffix) {
+    size_t sequences = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        sequences += p->items[i].is_sequence;
+        for (size_t k = 0; !p->items[i].is_sequence && k < p->items[i].n; k++)
+            if (!kn_tok_ids_push(sequences ? suffix : prefix, p->items[i].ids[k])) return KN_ERR_OOM;
+    }
+    if (p->n && sequences != 1)
+        return kn_set_error(KN_ERR_UNSUPPORTED, "tokenizer: the post-processor's template holds the text %zu times; "
+                            "a text encoded in pieces needs it once", sequences);
     return KN_OK;
 }

@@ -68,7 +68,7 @@ static kn_status load_step(pre_step *s, const cJSON *j, const char *type, const 
         const char *repl = kn_tok_json_str(j, "replacement", where, true);
         if (!repl) return KN_ERR_IO;
         uint32_t cp;
-        if (kn_utf8_next(repl, strlen(repl), &cp) != (int)strlen(repl) || !*repl)
+        if (!kn_utf8_one_char(repl, &cp))
             return kn_set_error(KN_ERR_IO, "%s: replacement \"%s\" is not one character", where, repl);
         const char *scheme = kn_tok_json_str(j, "prepend_scheme", where, false);
         if (!scheme) /* files older than prepend_scheme say add_prefix_space */
@@ -124,14 +124,14 @@ kn_pre_tokenizer *kn_pre_tokenizer_load(const cJSON *j, const char *file) {
 }
 
 /* Splits s around the matches se[0..count) as the library's NormalizedString::split does. */
-static bool split_piece(kn_tok_pieces *out, const char *s, size_t n, bool at_origin, const size_t *se, size_t count,
+static bool split_piece(kn_tok_pieces *out, const char *s, size_t n, kn_tok_start start, const size_t *se, size_t count,
                         split_behavior behavior, bool invert) {
     /* Walk the stretches (gap, match, gap, ...) in order, merging as the behavior says; a
      * stretch that may still grow waits in pending. */
     size_t pending_start = 0, pending_end = 0;
     bool have_pending = false, prev_match = false;
 #define EMIT(a, b) \
-    if (!kn_tok_pieces_add(out, s + (a), (b) - (a), at_origin && (a) == 0)) return false
+    if (!kn_tok_pieces_add(out, s + (a), (b) - (a), (a) == 0 ? start : KN_TOK_SPLIT)) return false
     size_t pos = 0;
     for (size_t i = 0; i <= count; i++) {
         size_t ms = i < count ? se[2 * i] : n, me = i < count ? se[2 * i + 1] : n;
@@ -183,18 +183,18 @@ static bool split_piece(kn_tok_pieces *out, const char *s, size_t n, bool at_ori
 }
 
 static kn_status split_by_pattern(const pre_step *st, const kn_tok_pattern *pat, split_behavior behavior,
-                                  const char *s, size_t n, bool at_origin, kn_tok_pieces *out) {
+                                  const char *s, size_t n, kn_tok_start start, kn_tok_pieces *out) {
     size_t *se = NULL, count = 0;
     kn_status status = kn_tok_pattern_matches(pat, s, n, &se, &count);
     if (status != KN_OK) return status;
-    bool ok = split_piece(out, s, n, at_origin, se, count, behavior, st->invert);
+    bool ok = split_piece(out, s, n, start, se, count, behavior, st->invert);
     free(se);
     return ok ? KN_OK : KN_ERR_OOM;
 }
 
-static kn_status byte_level(const pre_step *st, const char *s, size_t n, bool at_origin, kn_tok_pieces *out) {
+static kn_status byte_level(const pre_step *st, const char *s, size_t n, kn_tok_start start, kn_tok_pieces *out) {
     kn_tok_buf prefixed = {0};
-    if (st->add_prefix_space && (n == 0 || s[0] != ' ')) {
+    if (st->add_prefix_space && start != KN_TOK_CONTINUES && (n == 0 || s[0] != ' ')) {
         if (!kn_tok_buf_putc(&prefixed, ' ') || !kn_tok_buf_put(&prefixed, s, n)) {
             kn_tok_buf_free(&prefixed);
             return KN_ERR_OOM;
@@ -205,8 +205,8 @@ static kn_status byte_level(const pre_step *st, const char *s, size_t n, bool at
     kn_tok_pieces words = {0};
     kn_status status = KN_OK;
     if (st->use_regex)
-        status = split_by_pattern(st, &st->pattern, SPLIT_ISOLATED, s, n, at_origin, &words);
-    else if (!kn_tok_pieces_add(&words, s, n, at_origin))
+        status = split_by_pattern(st, &st->pattern, SPLIT_ISOLATED, s, n, start, &words);
+    else if (!kn_tok_pieces_add(&words, s, n, start))
         status = KN_ERR_OOM;
     /* Each byte becomes its printable stand-in character. */
     kn_tok_buf mapped = {0};
@@ -215,7 +215,7 @@ static kn_status byte_level(const pre_step *st, const char *s, size_t n, bool at
         const unsigned char *w = (const unsigned char *)words.text.p + words.spans[i].off;
         for (size_t k = 0; k < words.spans[i].len && status == KN_OK; k++)
             if (!kn_tok_buf_put_cp(&mapped, kn_byte_level_char(w[k]))) status = KN_ERR_OOM;
-        if (status == KN_OK && !kn_tok_pieces_add(out, mapped.p, mapped.n, words.spans[i].at_origin))
+        if (status == KN_OK && !kn_tok_pieces_add(out, mapped.p, mapped.n, words.spans[i].start))
             status = KN_ERR_OOM;
     }
     kn_tok_buf_free(&mapped);
@@ -224,11 +224,12 @@ static kn_status byte_level(const pre_step *st, const char *s, size_t n, bool at
     return status;
 }
 
-static kn_status metaspace(const pre_step *st, const char *s, size_t n, bool at_origin, kn_tok_pieces *out) {
+static kn_status metaspace(const pre_step *st, const char *s, size_t n, kn_tok_start start, kn_tok_pieces *out) {
     const char *repl = st->pattern.literal;
     size_t rlen = st->pattern.literal_len;
     /* Spaces become the replacement; then the replacement is prepended unless already there. */
-    bool prepend = st->prepend == PREPEND_ALWAYS || (st->prepend == PREPEND_FIRST && at_origin);
+    bool prepend = (st->prepend == PREPEND_ALWAYS && start != KN_TOK_CONTINUES) ||
+                   (st->prepend == PREPEND_FIRST && start == KN_TOK_ORIGIN);
     if (n > 0 && (s[0] == ' ' || (n >= rlen && memcmp(s, repl, rlen) == 0))) prepend = false;
     kn_tok_buf t = {0};
     bool ok = !prepend || kn_tok_buf_put(&t, repl, rlen);
@@ -236,22 +237,22 @@ static kn_status metaspace(const pre_step *st, const char *s, size_t n, bool at_
     kn_status status = ok ? KN_OK : KN_ERR_OOM;
     if (status == KN_OK) {
         if (st->split)
-            status = split_by_pattern(st, &st->pattern, SPLIT_MERGED_NEXT, t.p, t.n, at_origin, out);
-        else if (!kn_tok_pieces_add(out, t.p, t.n, at_origin))
+            status = split_by_pattern(st, &st->pattern, SPLIT_MERGED_NEXT, t.p, t.n, start, out);
+        else if (!kn_tok_pieces_add(out, t.p, t.n, start))
             status = KN_ERR_OOM;
     }
     kn_tok_buf_free(&t);
     return status;
 }
 
-static kn_status apply_step(const pre_step *st, const char *s, size_t n, bool at_origin, kn_tok_pieces *out) {
+static kn_status apply_step(const pre_step *st, const char *s, size_t n, kn_tok_start start, kn_tok_pieces *out) {
     switch (st->kind) {
     case PRE_SPLIT:
-        return split_by_pattern(st, &st->pattern, st->behavior, s, n, at_origin, out);
+        return split_by_pattern(st, &st->pattern, st->behavior, s, n, start, out);
     case PRE_BYTE_LEVEL:
-        return byte_level(st, s, n, at_origin, out);
+        return byte_level(st, s, n, start, out);
     case PRE_METASPACE:
-        return metaspace(st, s, n, at_origin, out);
+        return metaspace(st, s, n, start, out);
     }
     return KN_ERR_INTERNAL;
 }
@@ -261,7 +262,7 @@ kn_status kn_pre_tokenizer_apply(const kn_pre_tokenizer *p, kn_tok_pieces *piece
         kn_tok_pieces_clear(scratch);
         for (size_t k = 0; k < pieces->n; k++) {
             const kn_tok_span *sp = &pieces->spans[k];
-            kn_status st = apply_step(&p->steps[i], pieces->text.p + sp->off, sp->len, sp->at_origin, scratch);
+            kn_status st = apply_step(&p->steps[i], pieces->text.p + sp->off, sp->len, sp->start, scratch);
             if (st != KN_OK) return st;
         }
         kn_tok_pieces t = *pieces;

@@ -65,8 +65,7 @@ kn_status kn_tok_regex_each(const kn_tok_regex *re, const char *s, size_t n,
             pos = end;
         } else { /* an empty match: step over one character, as the library's iterator does */
             uint32_t cp;
-            int k = pos < n ? kn_utf8_next(s + pos, n - pos, &cp) : 1;
-            pos += k > 0 ? (size_t)k : 1;
+            pos += pos < n ? kn_utf8_next(s + pos, n - pos, &cp) : 1;
         }
     }
     pcre2_match_data_free(md);

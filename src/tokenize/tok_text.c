@@ -41,10 +41,10 @@ void kn_tok_buf_free(kn_tok_buf *b) {
     *b = (kn_tok_buf){0};
 }
 
-bool kn_tok_pieces_add(kn_tok_pieces *p, const char *s, size_t n, bool at_origin) {
+bool kn_tok_pieces_add(kn_tok_pieces *p, const char *s, size_t n, kn_tok_start start) {
     if (n == 0) return true;
     if (!kn_tok_pieces_add_token(p, s, n)) return false;
-    p->spans[p->n - 1].at_origin = at_origin;
+    p->spans[p->n - 1].start = start;
     return true;
 }
 
@@ -52,7 +52,7 @@ bool kn_tok_pieces_add_token(kn_tok_pieces *p, const char *s, size_t n) {
     if (!grow((void **)&p->spans, &p->cap, p->n + 1, sizeof *p->spans)) return false;
     size_t off = p->text.n;
     if (!kn_tok_buf_put(&p->text, s, n)) return false;
-    p->spans[p->n++] = (kn_tok_span){off, n, false};
+    p->spans[p->n++] = (kn_tok_span){off, n, KN_TOK_SPLIT};
     return true;
 }
 
@@ -108,7 +108,7 @@ static size_t utf8_prefix(const unsigned char *s, size_t n, int *want) {
     return k;
 }
 
-int kn_utf8_next(const char *str, size_t n, uint32_t *cp) {
+size_t kn_utf8_next(const char *str, size_t n, uint32_t *cp) {
     const unsigned char *s = (const unsigned char *)str;
     if (n == 0) return 0;
     if (s[0] < 0x80) {
@@ -117,29 +117,41 @@ int kn_utf8_next(const char *str, size_t n, uint32_t *cp) {
     }
     int want;
     size_t k = utf8_prefix(s, n, &want);
-    if (want == 0 || k != (size_t)want) return 0;
+    if (want == 0 || k != (size_t)want) {
+        *cp = KN_UTF8_ILL_FORMED;
+        return 1;
+    }
     uint32_t c = s[0] & (0x7F >> want);
     for (int i = 1; i < want; i++) c = (c << 6) | (s[i] & 0x3F);
     *cp = c;
-    return want;
+    return (size_t)want;
 }
 
-bool kn_utf8_valid(const char *s, size_t n) {
+size_t kn_utf8_valid_prefix(const char *s, size_t n) {
     uint32_t cp;
-    for (size_t i = 0; i < n;) {
+    size_t i = 0;
+    while (i < n) {
         if ((unsigned char)s[i] < 0x80) {
             i++;
             continue;
         }
-        int k = kn_utf8_next(s + i, n - i, &cp);
-        if (k == 0) return false;
-        i += (size_t)k;
+        size_t k = kn_utf8_next(s + i, n - i, &cp);
+        if (cp == KN_UTF8_ILL_FORMED) break;
+        i += k;
     }
-    return true;
+    return i;
+}
+
+bool kn_utf8_valid(const char *s, size_t n) { return kn_utf8_valid_prefix(s, n) == n; }
+
+bool kn_utf8_one_char(const char *s, uint32_t *cp) {
+    size_t n = s ? strlen(s) : 0;
+    return n && kn_utf8_next(s, n, cp) == n && *cp != KN_UTF8_ILL_FORMED;
 }
 
 bool kn_utf8_put_lossy(kn_tok_buf *out, const unsigned char *s, size_t n) {
     static const char replacement[] = "\xEF\xBF\xBD";
+    if (n == 0) return kn_tok_buf_put(out, "", 0); /* s may be NULL then, and NULL + 0 is undefined */
     size_t i = 0, clean = 0; /* s[clean..i) is well-formed and not yet copied */
     while (i < n) {
         if (s[i] < 0x80) {

@@ -33,6 +33,7 @@ kn_tokenizer *kn_tokenizer_load(const char *path) {
         cJSON_Delete(root);
         return NULL;
     }
+    if (kn_tok_json_check_utf8(root, file) != KN_OK) goto fail;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(root, "truncation");
     if (trunc && !cJSON_IsNull(trunc)) {
@@ -50,13 +51,7 @@ kn_tokenizer *kn_tokenizer_load(const char *path) {
         goto fail;
     t->vocab_size = kn_bpe_vocab_size(t->model);
     for (size_t i = 0; i < t->added.n; i++)
-        if (t->added.tokens[i].id >= t->vocab_size) t->vocab_size = t->added.tokens[i].id + 1;
-    if (!(t->added_at = malloc((size_t)(t->vocab_size ? t->vocab_size : 1) * sizeof *t->added_at))) {
-        kn_set_error(KN_ERR_OOM, "%s: out of memory", file);
-        goto fail;
-    }
-    for (int64_t i = 0; i < t->vocab_size; i++) t->added_at[i] = -1;
-    for (size_t i = 0; i < t->added.n; i++) t->added_at[t->added.tokens[i].id] = (int32_t)i;
+        if (t->added.tokens[i].id >= t->vocab_size) t->vocab_size = (int64_t)t->added.tokens[i].id + 1;
     LOAD_OPTIONAL(t->post, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), kn_post_processor_load, t, file);
     LOAD_OPTIONAL(t->decoder, cJSON_GetObjectItemCaseSensitive(root, "decoder"), kn_decoder_load, file);
     cJSON_Delete(root);
@@ -75,7 +70,6 @@ void kn_tokenizer_free(kn_tokenizer *t) {
     kn_added_vocab_free(&t->added);
     kn_post_processor_free(t->post);
     kn_decoder_free(t->decoder);
-    free(t->added_at);
     free(t);
 }
 
@@ -89,10 +83,12 @@ int32_t kn_tokenizer_token_to_id(const kn_tokenizer *t, const char *token) {
 }
 
 const char *kn_tokenizer_id_to_token(const kn_tokenizer *t, int32_t id) {
-    if (!t || id < 0 || id >= t->vocab_size) return NULL;
-    return t->added_at[id] >= 0 ? t->added.tokens[t->added_at[id]].content : kn_bpe_id_to_token(t->model, id);
+    if (!t) return NULL;
+    int32_t k = kn_tok_idmap_get(&t->added.by_id, id);
+    return k >= 0 ? t->added.tokens[k].content : kn_bpe_id_to_token(t->model, id);
 }
 
 bool kn_tokenizer_is_special(const kn_tokenizer *t, int32_t id) {
-    return t && id >= 0 && id < t->vocab_size && t->added_at[id] >= 0 && t->added.tokens[t->added_at[id]].special;
+    int32_t k = t ? kn_tok_idmap_get(&t->added.by_id, id) : -1;
+    return k >= 0 && t->added.tokens[k].special;
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "progress.h"
 #include "train_checkpoint.h"
 #include "train_trace.h"
 #include "train_log.h"
@@ -64,12 +65,9 @@ static void show_progress(const train_options *o, int64_t step, int64_t first, d
     char spent[32], left[32];
     format_duration(spent, sizeof spent, elapsed);
     format_duration(left, sizeof left, elapsed / (double)(step + 1 - first) * (double)(o->steps - step - 1));
-    if (isatty(STDERR_FILENO)) {
-        int width = 30, done = (int)((step + 1) * width / o->steps);
-        fprintf(stderr, "\r[%.*s%*s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  %s elapsed, eta %s ", done,
-                "##############################", width - done, "", (long long)(step + 1), (long long)o->steps, loss,
-                lr, tok_s, spent, left);
-        if (step + 1 == o->steps) fputc('\n', stderr);
+    if (progress_on_terminal()) {
+        progress_bar(step + 1, o->steps, "step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  %s elapsed, eta %s ",
+                     (long long)(step + 1), (long long)o->steps, loss, lr, tok_s, spent, left);
         return;
     }
     int64_t every = o->steps >= 20 ? o->steps / 20 : 1;
