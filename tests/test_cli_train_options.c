@@ -200,6 +200,7 @@ static void test_every_task_traces_on_meta(void) {
     check_traces("gpt2", NULL); /* GPT-2 small's shape: no data file, nothing allocated */
     check_traces("adder", NULL);
     check_traces("llama", (const char *[]){"--init", FIXTURES "/lm/llama2", NULL});
+    check_traces("mistral", (const char *[]){"--init", FIXTURES "/lm/mistral", "--seq", "16", NULL});
     check_traces("qwen2", (const char *[]){"--init", FIXTURES "/lm/qwen2", "--seq", "16", NULL});
     check_traces("qwen3", (const char *[]){"--config", FIXTURES "/lm/qwen3/config.json", NULL});
     check_traces("lm", (const char *[]){"--init", FIXTURES "/lm/gpt2", "--seq", "8", NULL});

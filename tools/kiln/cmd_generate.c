@@ -44,7 +44,7 @@ static void usage(FILE *f) {
             "  --device cpu|cuda|meta    where the weights go [cpu]; meta traces shapes only\n"
             "  --dtype f32|bf16|f16      the weights' dtype [as stored]\n"
             "  --threads N               CPU threads\n"
-            "  --mode strict|fused       execution mode\n\n"
+            "  --mode MODE               execution mode: " KILN_MODES " (default: $KILN_MODE, else strict)\n\n"
             "Closes with a line on stderr: prompt tokens and their time and rate (prefill), then the\n"
             "tokens made one step at a time after the first, their time and rate (decode).\n");
 }
@@ -160,7 +160,7 @@ static bool apply_runtime(const generate_args *a, kn_device *device) {
     }
     if (a->mode && (!kn_mode_parse(a->mode, &mode) || kn_set_mode(mode) != KN_OK)) {
         fprintf(stderr, "kiln generate: --mode %s: %s\n", a->mode,
-                kn_last_status() ? kn_last_error() : "not a mode (strict, fused, debug)");
+                kn_last_status() ? kn_last_error() : "not a mode (" KILN_MODES ")");
         return false;
     }
     return true;

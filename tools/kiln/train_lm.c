@@ -1,4 +1,4 @@
-/* `kiln train llama|qwen2|qwen3|lm`: full fine-tuning of a Hugging Face causal LM
+/* `kiln train llama|mistral|qwen2|qwen3|lm`: full fine-tuning of a Hugging Face causal LM
  * (models/lm) on a token file, through the loop `kiln train gpt2` uses. With --save, the
  * save directory also holds the newest weights as a model directory that `kiln generate`
  * and `--init` load: config.json and the tokenizer files copied from the source,
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lm/lm.h"
+#include "mapped_files.h"
 #include "train_data.h"
 #include "train_export.h"
 #include "train_loop.h"
@@ -62,6 +63,9 @@ static bool load_model(lm_task *t) {
         return false;
     }
     if (o->init_path) {
+        char weights[TRAIN_PATH_SIZE + 32];
+        snprintf(weights, sizeof weights, "the weights in %s", o->init_path);
+        kiln_explain_sigbus("kiln train", weights); /* f32 weights train in place over the mapping */
         lm_load_options lo = {.device = kn_default_device(), .dtype = KN_F32};
         t->model = lm_load(o->init_path, &lo);
         snprintf(t->source_dir, sizeof t->source_dir, "%s", o->init_path);
@@ -121,6 +125,7 @@ void train_lm_defaults(train_options *o) {
 }
 
 int train_llama_run(const train_options *o) { return run_task(o, "llama"); }
+int train_mistral_run(const train_options *o) { return run_task(o, "mistral"); }
 int train_qwen2_run(const train_options *o) { return run_task(o, "qwen2"); }
 int train_qwen3_run(const train_options *o) { return run_task(o, "qwen3"); }
 int train_lm_run(const train_options *o) { return run_task(o, "lm"); }

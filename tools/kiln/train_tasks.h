@@ -12,6 +12,7 @@ int train_adder_run(const train_options *o);
  * config.json must have; lm takes any. */
 void train_lm_defaults(train_options *o);
 int train_llama_run(const train_options *o);
+int train_mistral_run(const train_options *o);
 int train_qwen2_run(const train_options *o);
 int train_qwen3_run(const train_options *o);
 int train_lm_run(const train_options *o);
