@@ -114,6 +114,23 @@ static void redirect(int fd, const char *path, int flags) {
     close(opened);
 }
 
+bool file_contains(const char *path, const char *needle) {
+    char *s = read_text_file(path);
+    bool ok = s && strstr(s, needle);
+    free(s);
+    return ok;
+}
+
+bool file_has(const char *path, const char *needle) {
+    bool ok = file_contains(path, needle);
+    if (!ok) {
+        char *s = read_text_file(path);
+        fprintf(stderr, "  expected \"%s\" in %s:\n%s\n", needle, path, s ? s : "(none)");
+        free(s);
+    }
+    return ok;
+}
+
 int run_program(const char *program, const char *const *args, const char *in_path, const char *out_path,
                 const char *err_path, const char *const *env) {
     int n_args = 0;

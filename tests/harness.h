@@ -87,6 +87,10 @@ int64_t ravel_broadcast(const int64_t *idx, int out_ndim, kn_shape in_shape);
 /* Files and programs, for tests that read fixtures or run the kiln binary. */
 /* The whole file as a malloc'd NUL-terminated string; NULL if it cannot be opened. */
 char *read_text_file(const char *path);
+/* Whether the file at path contains needle. */
+bool file_contains(const char *path, const char *needle);
+/* The same, and when it does not, prints the file's text (the context of a failed CHECK). */
+bool file_has(const char *path, const char *needle);
 /* Runs program with args (argv[1..], NULL-ended) and waits for it: stdin from in_path (NULL:
  * inherited), stdout into out_path, stderr into err_path (NULL: into out_path too), and the
  * NAME=VALUE entries of env (NULL-ended, or NULL) added to its environment. The exit code,

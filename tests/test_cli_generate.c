@@ -27,14 +27,6 @@ static const char *const two_threads[] = {"KILN_THREADS=2", NULL};
 /* Runs kiln with args (NULL-terminated), stdout and stderr into their files; the exit code. */
 static int run(const char *const *args) { return run_program(kiln, args, NULL, out_path, err_path, two_threads); }
 
-static bool file_has(const char *path, const char *needle) {
-    char *s = read_text_file(path);
-    bool ok = s && strstr(s, needle);
-    if (!ok) fprintf(stderr, "  expected \"%s\" in %s:\n%s\n", needle, path, s ? s : "(none)");
-    free(s);
-    return ok;
-}
-
 /* "[1, 2, 3]" as a fixture array prints it. */
 static void ids_text(const cJSON *a, char *out, size_t cap) {
     size_t n = (size_t)snprintf(out, cap, "[");

@@ -20,22 +20,8 @@ static const char *const one_thread[] = {"KILN_THREADS=1", NULL};
 /* Runs kiln with args (NULL-terminated), stdout and stderr into out_path; the exit code. */
 static int run(const char *const *args) { return run_program(kiln, args, NULL, out_path, NULL, one_thread); }
 
-static bool output_contains(const char *needle) {
-    char *s = read_text_file(out_path);
-    bool ok = s && strstr(s, needle);
-    free(s);
-    return ok;
-}
-
-static bool output_has(const char *needle) {
-    bool ok = output_contains(needle);
-    if (!ok) {
-        char *s = read_text_file(out_path);
-        fprintf(stderr, "  expected \"%s\" in the output:\n%s\n", needle, s ? s : "(none)");
-        free(s);
-    }
-    return ok;
-}
+static bool output_contains(const char *needle) { return file_contains(out_path, needle); }
+static bool output_has(const char *needle) { return file_has(out_path, needle); }
 
 /* `kiln train TASK --NAME VALUE` exits 2 before training, naming the value and `why`. */
 static void check_refused(const char *task, const char *name, const char *value, const char *why) {

@@ -17,22 +17,8 @@ static char tmp[256], out_path[512];
 /* Runs kiln with args (NULL-terminated), stdout and stderr into out_path; the exit code. */
 static int run(const char *const *args) { return run_program(kiln, args, NULL, out_path, NULL, NULL); }
 
-static bool output_contains(const char *needle) {
-    char *s = read_text_file(out_path);
-    bool ok = s && strstr(s, needle);
-    free(s);
-    return ok;
-}
-
-static bool output_has(const char *needle) {
-    bool ok = output_contains(needle);
-    if (!ok) {
-        char *s = read_text_file(out_path);
-        fprintf(stderr, "  expected \"%s\" in the output:\n%s\n", needle, s ? s : "(none)");
-        free(s);
-    }
-    return ok;
-}
+static bool output_contains(const char *needle) { return file_contains(out_path, needle); }
+static bool output_has(const char *needle) { return file_has(out_path, needle); }
 
 /* The number after `label` in the output, NaN if absent. */
 static double output_number(const char *label) {
