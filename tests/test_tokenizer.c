@@ -409,25 +409,32 @@ static void test_component_variants_match_the_library(void) {
     cJSON_Delete(variants);
 }
 
-/* The repro files of issue 11 (tests/fixtures/tokenizers/bad): each is refused at load, naming
- * the field. Three of them made encode (or the load itself) loop forever: SIGALRM bounds the
- * test instead of ctest's timeout. */
-static void test_invalid_utf8_in_the_file_is_refused_naming_the_field(void) {
-    alarm(60);
-    static const struct {
-        const char *file, *needle;
-    } cases[] = {
-        {"tok-lowercase-invalid-added-token.json", "added_tokens[0].content is not valid UTF-8 (byte 0)"},
-        {"tok-raw-added-token-splits-utf8.json", "added_tokens[0].content is not valid UTF-8 (byte 0)"},
-        {"tok-replace-breaks-utf8-then-lowercase.json", "normalizer.normalizers[0].pattern.String is not valid UTF-8"},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+/* A file of tests/fixtures/tokenizers/bad and the words its load error must contain. */
+typedef struct bad_fixture {
+    const char *file, *needle;
+} bad_fixture;
+
+static void refuse_bad_fixtures(const bad_fixture *cases, size_t n) {
+    for (size_t i = 0; i < n; i++) {
         char path[512];
         snprintf(path, sizeof path, FIXTURES "/bad/%s", cases[i].file);
         kn_tokenizer *t = kn_tokenizer_load(path);
         CHECK_ERROR(t != NULL, KN_ERR_IO, cases[i].needle);
         kn_tokenizer_free(t);
     }
+}
+
+/* The repro files of issue 11 (tests/fixtures/tokenizers/bad): each is refused at load, naming
+ * the field. Three of them made encode (or the load itself) loop forever: SIGALRM bounds the
+ * test instead of ctest's timeout. */
+static void test_invalid_utf8_in_the_file_is_refused_naming_the_field(void) {
+    alarm(60);
+    static const bad_fixture cases[] = {
+        {"tok-lowercase-invalid-added-token.json", "added_tokens[0].content is not valid UTF-8 (byte 0)"},
+        {"tok-raw-added-token-splits-utf8.json", "added_tokens[0].content is not valid UTF-8 (byte 0)"},
+        {"tok-replace-breaks-utf8-then-lowercase.json", "normalizer.normalizers[0].pattern.String is not valid UTF-8"},
+    };
+    refuse_bad_fixtures(cases, sizeof cases / sizeof *cases);
     CHECK_ERROR(load_text("key.json", "{\"model\": {\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\xC3\":1},\"merges\":[]}}") != NULL,
                 KN_ERR_IO, "key.json: model.vocab: key number 1 is not valid UTF-8 (byte 1)");
     CHECK_ERROR(load_text("merge8.json", "{\"model\": {\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[[\"a\",\"\xED\xA0\x80\"]]}}") != NULL,
@@ -474,20 +481,12 @@ static void test_every_loop_advances_over_ill_formed_bytes(void) {
 /* Numbers out of range (or not integers) are refused before any cast, naming the field; the
  * first three are issue 11's repros (encode returned id -2147483648; a float-to-int overflow). */
 static void test_out_of_range_numbers_are_refused_naming_the_field(void) {
-    static const struct {
-        const char *file, *needle;
-    } cases[] = {
+    static const bad_fixture cases[] = {
         {"tok-template-special-id-2pow32.json", "special_tokens[\"<s>\"].ids[0] is not an id (an integer in [0, 2147483647])"},
         {"tok-roberta-cls-id-3e9.json", "RobertaProcessing: cls and sep must be [token, id], the id an integer in [0, 2147483647]"},
         {"tok-strip-decoder-start-1e30.json", "decoder Strip: start and stop must be integers in [0, 2147483647]"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char path[512];
-        snprintf(path, sizeof path, FIXTURES "/bad/%s", cases[i].file);
-        kn_tokenizer *t = kn_tokenizer_load(path);
-        CHECK_ERROR(t != NULL, KN_ERR_IO, cases[i].needle);
-        kn_tokenizer_free(t);
-    }
+    refuse_bad_fixtures(cases, sizeof cases / sizeof *cases);
     CHECK_ERROR(load_text("frac.json", "{\"model\": {\"type\":\"BPE\",\"vocab\":{\"a\":2.5},\"merges\":[]}}") != NULL, KN_ERR_IO,
                 "model.vocab[\"a\"]: id is not an integer");
     CHECK_ERROR(load_text("addfrac.json", "{\"added_tokens\": [{\"id\": 1.5, \"content\": \"x\"}], \"model\": " BPE_AB "}") != NULL,
