@@ -33,7 +33,7 @@ typedef struct kn_stats {
     int64_t cache_memory_hits;   /* kernels found already loaded in this process */
     int64_t cache_disk_hits;     /* kernels loaded from the on-disk cache */
     int64_t cache_misses;        /* kernels that had to be compiled */
-    int64_t cache_corrupt;       /* on-disk entries whose checksum failed (rebuilt) */
+    int64_t cache_corrupt;       /* on-disk entries found damaged, swapped or not loadable (rebuilt) */
     int64_t recompiles;          /* compiles of a call site that already had a variant */
     int64_t recompile_reasons[KN_RECOMPILE_REASON_COUNT];
     int64_t host_fallbacks;      /* ops run on the host because a backend lacked them */

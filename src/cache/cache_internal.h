@@ -17,6 +17,9 @@ bool kn_ccache_is_temp_name(const char *name);
 
 /* Creates the cache directory with its parents; false (errno set) if it cannot. */
 bool kn_ccache_make_dir(void);
+/* The cache directory opened for openat, or -1: absent or unopenable (errno set), or refused
+ * (*refused set; said once per process on stderr, naming the directory and the fix). */
+int kn_ccache_open_dir(bool *refused);
 int64_t kn_ccache_max_bytes(void);
 
 /* Deletes least recently used entries (oldest mtime first) until the cache fits its bound,

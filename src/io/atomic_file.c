@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "kiln/io.h"
+#include "io/atomic_file.h"
 
 struct kn_atomic_file {
     FILE *stream;
@@ -98,6 +98,8 @@ kn_atomic_file *kn_atomic_file_open(const char *path) {
 }
 
 FILE *kn_atomic_file_stream(kn_atomic_file *a) { return a ? a->stream : NULL; }
+
+int kn_atomic_file_fd(kn_atomic_file *a) { return a ? a->fd : -1; }
 
 void kn_atomic_file_abort(kn_atomic_file *a) {
     if (!a) return;

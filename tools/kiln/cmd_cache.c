@@ -13,8 +13,9 @@
 static int usage(FILE *f) {
     fprintf(f, "usage: kiln cache path | stats [--json] | clear\n"
                "  path          the cache directory ($KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)\n"
-               "  stats         entries, bytes and the bound ($KILN_CACHE_MAX_MB, default 1024; KILN_CACHE=0 turns\n"
-               "                the cache off)\n"
+               "  stats         entries, bytes, the bound ($KILN_CACHE_MAX_MB, default 1024; KILN_CACHE=0 turns\n"
+               "                the cache off), and whether the directory is refused (writable by other users:\n"
+               "                kiln then compiles without caching)\n"
                "  stats --json  the same as JSON [default: text]\n"
                "  clear         delete every entry\n");
     return f == stdout ? 0 : 2;
@@ -26,9 +27,15 @@ static int stats(bool json) {
         fprintf(stderr, "kiln cache: %s\n", kn_last_error());
         return 1;
     }
+    char why[128];
+    const char *refused = kn_ccache_dir_refusal(why, sizeof why);
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "directory", kn_ccache_dir());
+        if (refused)
+            cJSON_AddStringToObject(o, "refused", refused);
+        else
+            cJSON_AddNullToObject(o, "refused");
         cJSON_AddNumberToObject(o, "entries", (double)s.entries);
         cJSON_AddNumberToObject(o, "bytes", (double)s.bytes);
         cJSON_AddNumberToObject(o, "max_bytes", (double)s.max_bytes);
@@ -43,6 +50,10 @@ static int stats(bool json) {
     printf("entries:   %lld\n", (long long)s.entries);
     printf("size:      %.1f MiB (%lld bytes)\n", (double)s.bytes / (1 << 20), (long long)s.bytes);
     printf("bound:     %.0f MiB\n", (double)s.max_bytes / (1 << 20));
+    if (refused)
+        printf("refused:   %s: kernels are compiled without caching; make it writable by you alone "
+               "(chmod go-w), or set KILN_CACHE_DIR\n",
+               refused);
     return 0;
 }
 

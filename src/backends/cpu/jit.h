@@ -14,9 +14,10 @@ extern const char kn_jit_prelude[];
 /* Compiles `source` (a whole translation unit) or finds it in the cache, and returns the
  * address of each of the n symbols in fns. The key is the source, the compiler and its flags,
  * the CPU architecture and kiln's version. In-memory hits cost a hash lookup; disk hits a
- * checksum and dlopen; misses run the system C compiler ($KILN_CC, else cc). Failure (no
- * compiler, a compile error, a missing symbol) is an error naming the compiler's first
- * message. Thread-safe. */
+ * read, the entry's checks (trailer, key, ELF) and a dlopen of a private copy; misses, and
+ * entries that fail a check or lack a symbol (deleted), run the system C compiler ($KILN_CC,
+ * else cc). Failure (no compiler, a compile error, a damaged compiler output, a missing
+ * symbol) is an error naming the compiler's first message or the problem. Thread-safe. */
 kn_status kn_jit_load(const char *source, int n, const char *const *symbols, void **fns);
 
 /* The compiler command and flags that make part of the key ("cc -O3 -march=native ..."). */

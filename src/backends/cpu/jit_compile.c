@@ -184,12 +184,19 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+bool kn_jit_make_dir(char *dir, size_t size) {
+    const char *tmp = getenv("TMPDIR");
+    if (snprintf(dir, size, "%s/kiln-jit-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= (int)size) {
+        errno = ENAMETOOLONG;
+        return false;
+    }
+    return mkdtemp(dir) != NULL;
+}
+
 kn_status kn_jit_compile(const char *source, char *dir, size_t size) {
     pthread_once(&probe_once, probe);
-    const char *tmp = getenv("TMPDIR");
-    if (snprintf(dir, size, "%s/kiln-jit-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= (int)size)
-        return kn_error(KN_ERR_ARG, "kiln jit: $TMPDIR is too long");
-    if (!mkdtemp(dir)) return kn_error(KN_ERR_IO, "kiln jit: cannot make a directory %s: %s", dir, strerror(errno));
+    if (!kn_jit_make_dir(dir, size))
+        return kn_error(KN_ERR_IO, "kiln jit: cannot make a directory %s: %s", dir, strerror(errno));
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, KN_JIT_SOURCE_NAME);
     if (!write_file(path, source)) {

@@ -3,6 +3,7 @@
 #ifndef KILN_BACKENDS_CPU_JIT_INTERNAL_H
 #define KILN_BACKENDS_CPU_JIT_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "kiln/status.h"
@@ -20,7 +21,15 @@ const char *kn_jit_arch(void);
  * the directory cannot be made, the compiler cannot run, or it rejects the source: then the
  * error names the compiler and its first error lines. */
 kn_status kn_jit_compile(const char *source, char *dir, size_t size);
-/* Deletes a directory kn_jit_compile made, with its files. */
+/* Makes a fresh private directory under $TMPDIR (else /tmp) for one compile or load; its path
+ * goes to dir (size bytes). False (errno set) if it cannot; no error is recorded. */
+bool kn_jit_make_dir(char *dir, size_t size);
+/* Deletes a directory kn_jit_compile or kn_jit_make_dir made, with its files. */
 void kn_jit_remove_dir(const char *dir);
+
+/* Whether bytes are a shared object this process can load and whose every segment lies inside
+ * them (dlopen would map one that does not, and touching it raises SIGBUS); if not, why (size
+ * bytes; NULL when size is 0) names the first problem. */
+bool kn_jit_check_object(const void *bytes, size_t n, char *why, size_t size);
 
 #endif
