@@ -20,9 +20,10 @@
 #include "core/stats.h"
 
 /* Generated code is built without kiln's sanitizers even in a sanitized build: it is loaded
- * with dlopen, and needs no instrumentation to be correct. */
+ * with dlopen, and needs no instrumentation to be correct. Like the library, it contracts no
+ * multiply-adds, so that it rounds as the eager kernels do with either compiler. */
 static const char *const flags[] = {
-    "-std=c17", "-O3", "-fno-math-errno", "-fPIC", "-shared", "-fopenmp",
+    "-std=c17", "-O3", "-fno-math-errno", "-ffp-contract=off", "-fPIC", "-shared", "-fopenmp",
 #ifdef KILN_JIT_MARCH_NATIVE
     "-march=native",
 #endif
