@@ -2,11 +2,14 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
 # `make -jN` runs N jobs (read from MAKEFLAGS in the recipes); otherwise one per core.
 JOBS       ?= $(or $(patsubst -j%,%,$(filter -j%,$(MAKEFLAGS))),$(shell nproc 2>/dev/null || echo 2))
 CMAKE_ARGS ?=
 
-.PHONY: all deps test test-asan test-tsan bench demo install clean
+.PHONY: all deps test test-asan test-tsan fuzz bench demo install clean
 
 all: deps $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
@@ -39,6 +42,15 @@ test-tsan: deps $(TSAN_BUILD)/Makefile
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:allocator_may_return_null=1 \
 		ctest --output-on-failure -L tsan -j $(JOBS)
 
+# libFuzzer (clang) on each loader for FUZZ_SECONDS (docs/fuzzing.md); FUZZ_TARGETS picks some.
+$(FUZZ_BUILD)/Makefile:
+	@sh scripts/install-deps.sh clang libclang-rt-14-dev llvm
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKILN_FUZZ=ON $(CMAKE_ARGS)
+
+fuzz: $(FUZZ_BUILD)/Makefile
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+	sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 bench: all
 	cmake --build $(BUILD) --target benchmarks -j $(JOBS)
 	sh bench/run.sh $(BUILD)
@@ -51,4 +63,4 @@ install: all
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,125 @@
+/* Fuzz target: tokenizer.json, loaded, then encoding fixed texts and text from the input,
+ * decoding the ids (and ids from the input) at once and streamed.
+ *
+ * Input: the file's bytes, optionally followed by a NUL byte and text to encode (whose bytes,
+ * two at a time, are also decoded as ids). Checks beyond the error contract: encoded ids are in
+ * the vocabulary, decode takes every id in it, and the streamed pieces put together are the
+ * text of decode (tokenizer.h promises both). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+
+#define MAX_IDS 64
+
+/* Fixed texts: ASCII, spaces, accents and a precomposed character (normalizers), a ligature
+ * and case pairs (NFKC, Lowercase), CJK and an emoji (byte fallback), special tokens of the
+ * common families, and invalid UTF-8 (refused with an error). */
+static const char *const texts[] = {
+    "Hello world",
+    "ab caf\xc3\xa9 \xc2\xa9\n",
+    "  two  spaces\tand a tab \n\n",
+    "\xef\xac\x81 \xc7\x84 \xc4\xb0 \xe1\xba\x9e \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80",
+    "x<|endoftext|>y<s></s><unk><|im_start|>",
+    "caf\xc3",
+    "",
+};
+
+/* Streams ids (all in the vocabulary) through a detokenizer: the pieces must join to want. */
+static void check_stream(const kn_tokenizer *t, const int32_t *ids, size_t n, bool skip, const char *want,
+                         size_t want_len) {
+    kn_clear_error();
+    kn_detokenizer *d = kn_detokenizer_new(t, skip);
+    if (fuzz_failed(!d, "kn_detokenizer_new")) return;
+    char *got = NULL;
+    size_t got_len = 0;
+    for (size_t i = 0; i <= n; i++) {
+        size_t len = 0;
+        kn_clear_error();
+        const char *piece = i < n ? kn_detokenizer_push(d, ids[i], &len) : kn_detokenizer_flush(d, &len);
+        fuzz_failed(!piece, i < n ? "kn_detokenizer_push" : "kn_detokenizer_flush");
+        fuzz_require(piece != NULL, "the detokenizer failed on id %d, which is in the vocabulary: %s",
+                     i < n ? ids[i] : -1, kn_last_error());
+        got = realloc(got, got_len + len + 1);
+        fuzz_require(got != NULL, "out of memory");
+        memcpy(got + got_len, piece, len);
+        got_len += len;
+    }
+    fuzz_require(got_len == want_len && memcmp(got, want, want_len) == 0,
+                 "streamed decoding (skip_special %d) gives \"%.*s\", decode gives \"%.*s\"", skip, (int)got_len, got,
+                 (int)want_len, want);
+    free(got);
+    kn_detokenizer_free(d);
+}
+
+/* Decodes ids both ways (skip_special or not); all must lie in the vocabulary when in_vocab. */
+static void check_decode(const kn_tokenizer *t, const int32_t *ids, size_t n, bool in_vocab) {
+    for (int skip = 0; skip < 2; skip++) {
+        char *text = NULL;
+        size_t len = 0;
+        kn_clear_error();
+        kn_status st = kn_tokenizer_decode(t, ids, n, skip, &text, &len);
+        fuzz_failed(st != KN_OK, "kn_tokenizer_decode");
+        fuzz_require(st == KN_OK || !in_vocab, "decode fails on ids of the vocabulary: %s", kn_last_error());
+        if (st != KN_OK) continue;
+        fuzz_require(text && text[len] == '\0' && strlen(text) <= len, "decode gives no NUL-terminated text");
+        check_stream(t, ids, n, skip, text, len);
+        free(text);
+    }
+}
+
+static void check_encode(const kn_tokenizer *t, const char *text, size_t len) {
+    int64_t vocab = kn_tokenizer_vocab_size(t);
+    for (int special = 0; special < 2; special++) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        kn_clear_error();
+        kn_status st = kn_tokenizer_encode(t, text, len, special, &ids, &n);
+        if (!fuzz_failed(st != KN_OK, "kn_tokenizer_encode")) {
+            for (size_t i = 0; i < n; i++)
+                fuzz_require(ids[i] >= 0 && ids[i] < vocab, "encode gives id %d at %zu; the vocabulary has %lld ids",
+                             ids[i], i, (long long)vocab);
+            check_decode(t, ids, n, true);
+        }
+        free(ids);
+    }
+}
+
+/* Ids from pairs of text bytes, spread over the vocabulary and one past each end of it. */
+static void check_ids_from(const kn_tokenizer *t, const uint8_t *p, size_t len) {
+    int64_t vocab = kn_tokenizer_vocab_size(t);
+    int32_t ids[MAX_IDS];
+    size_t n = 0;
+    bool in_vocab = true;
+    for (size_t i = 0; i + 1 < len && n < MAX_IDS; i += 2) {
+        ids[n] = (int32_t)((p[i] | p[i + 1] << 8) % (vocab + 2)) - 1;
+        in_vocab &= ids[n] >= 0 && ids[n] < vocab;
+        n++;
+    }
+    check_decode(t, ids, n, in_vocab);
+    for (size_t i = 0; i < n; i++) {
+        const char *token = kn_tokenizer_id_to_token(t, ids[i]);
+        fuzz_require(!token || kn_tokenizer_token_to_id(t, token) >= 0, "token '%s' of id %d has no id", token, ids[i]);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const uint8_t *nul = memchr(data, 0, size);
+    size_t json_len = nul ? (size_t)(nul - data) : size;
+    const char *path = fuzz_write("tokenizer.json", data, json_len);
+    kn_clear_error();
+    kn_tokenizer *t = kn_tokenizer_load(path);
+    if (fuzz_failed(!t, "kn_tokenizer_load")) return 0;
+    fuzz_require(kn_tokenizer_vocab_size(t) > 0, "a loaded tokenizer has no ids");
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) check_encode(t, texts[i], strlen(texts[i]));
+    /* the file's start holds its added tokens and normalizer: text that matches them */
+    check_encode(t, (const char *)data, json_len < 256 ? json_len : 256);
+    if (nul) {
+        const uint8_t *text = nul + 1;
+        size_t text_len = size - json_len - 1;
+        check_encode(t, (const char *)text, text_len);
+        check_ids_from(t, text, text_len);
+    }
+    kn_tokenizer_free(t);
+    return 0;
+}
