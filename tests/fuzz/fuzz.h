@@ -16,11 +16,11 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* Writes size bytes to `name` in this process's temporary directory (removed at exit) and
- * returns the file's path, valid until the process ends. The loaders read files, so this is
- * how an input reaches them. */
+/* Writes size bytes to `name` in this process's temporary directory and returns the file's
+ * path, valid until the process ends. The loaders read files, so this is how an input reaches
+ * them. */
 const char *fuzz_write(const char *name, const void *data, size_t size);
-/* The temporary directory itself. */
+/* The temporary directory itself, removed at exit with everything in it. */
 const char *fuzz_dir(void);
 
 /* Call kn_clear_error() before the call, then pass whether it failed: returns `failed`, and

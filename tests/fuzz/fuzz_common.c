@@ -1,7 +1,8 @@
 /* The fuzz targets' shared helpers (fuzz.h). */
-#define _GNU_SOURCE /* mkdtemp */
+#define _GNU_SOURCE /* mkdtemp, nftw */
 #include "fuzz.h"
 
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +15,14 @@ static char dir[4096];
 static char paths[MAX_FILES][4096 + 64];
 static int n_paths;
 
-static void remove_dir(void) {
-    for (int i = 0; i < n_paths; i++) unlink(paths[i]);
-    rmdir(dir);
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+    (void)st, (void)type, (void)ftw;
+    remove(path);
+    return 0;
 }
+
+/* The directory and whatever the target or the loaders wrote in it. */
+static void remove_dir(void) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 const char *fuzz_dir(void) {
     if (dir[0]) return dir;

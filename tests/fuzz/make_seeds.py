@@ -99,9 +99,19 @@ def seeds_token_file():
     write("token_file", "u32.bin", struct.pack("<8I", 70000, 1, 2, 3, 151643, 5, 6, 7))
 
 
+def seeds_train_state():
+    # as train_checkpoint.c writes it (cJSON_Print), for fuzz_train_state.c's job: task "fuzz", 2 params
+    state = {"format": "kiln-train-state", "version": 1, "task": "fuzz", "step": 100,
+             "rng_seed": "0", "rng_offset": "18446744073709551615", "param_steps": [100, 99]}
+    write("train_state", "state.json", json.dumps(state, indent="\t").replace('": ', '":\t'))
+    write("train_state", "state-compact.json", json.dumps(dict(state, step=0, param_steps=[0, 0])))
+    write("train_state", "other-task.json", json.dumps(dict(state, task="adder", param_steps=[3] * 12)))
+
+
 if __name__ == "__main__":
     seeds_safetensors()
     seeds_tokenizer()
     seeds_config()
     seeds_token_file()
+    seeds_train_state()
     sys.exit(0)
