@@ -24,8 +24,11 @@ const char *fuzz_write(const char *name, const void *data, size_t size);
 const char *fuzz_dir(void);
 
 /* Call kn_clear_error() before the call, then pass whether it failed: returns `failed`, and
- * aborts when a failure left no status or no message. */
+ * aborts when a failure left no status, no message, or KN_ERR_INTERNAL (a bug in kiln). */
 bool fuzz_failed(bool failed, const char *call);
+/* Whether the bytes are one JSON value with nothing but whitespace after it, as Python's json
+ * module (which transformers reads these files with) requires of a file that loads. */
+bool fuzz_is_json(const uint8_t *data, size_t size);
 /* Aborts with the message when cond is false: a successful call gave something unusable. */
 void fuzz_require(bool cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

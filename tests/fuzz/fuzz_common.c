@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* mkdtemp, nftw */
 #include "fuzz.h"
 
+#include <cjson/cJSON.h>
 #include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,9 +58,25 @@ bool fuzz_failed(bool failed, const char *call) {
     if (!failed) return false;
     kn_status st = kn_last_status();
     const char *msg = kn_last_error();
-    fuzz_require(st != KN_OK && msg && msg[0], "%s failed with status %d (%s) and message \"%s\"", call, (int)st,
-                 kn_status_name(st), msg ? msg : "(NULL)");
+    /* KN_ERR_INTERNAL is "a bug in kiln" (status.h), never the answer to bad input */
+    fuzz_require(st != KN_OK && st < KN_ERR_INTERNAL && msg && msg[0],
+                 "%s failed with status %d (%s) and message \"%s\"", call, (int)st, kn_status_name(st),
+                 msg ? msg : "(NULL)");
     return true;
+}
+
+bool fuzz_is_json(const uint8_t *data, size_t size) {
+    char *text = malloc(size + 1);
+    fuzz_require(text != NULL, "out of memory");
+    memcpy(text, data, size);
+    text[size] = '\0';
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, size + 1, &end, false);
+    size_t at = root ? (size_t)(end - text) : size + 1;
+    while (at < size && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n' || text[at] == '\r')) at++;
+    cJSON_Delete(root);
+    free(text);
+    return at == size;
 }
 
 void fuzz_require(bool cond, const char *fmt, ...) {

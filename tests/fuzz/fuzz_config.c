@@ -1,9 +1,9 @@
 /* Fuzz target: the JSON files of a model directory. The input is the file, read as config.json
  * (lm_config_load for every family, gpt2_config_load), as generation_config.json
  * (lm_generation_config_load) and as model.safetensors.index.json (kn_hf_weights_open, beside
- * two small shards holding tensors "a" and "b"). A config that loads must describe a model that
- * can be built: sizes positive, heads that divide, token ids that are ids, and for the rotary
- * families frequencies that are numbers. */
+ * two small shards holding tensors "a" and "b"). A file that loads is one JSON value; a config
+ * that loads describes a model that can be built: sizes positive, heads that divide, token ids
+ * that are ids, and for the rotary families frequencies that are numbers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,10 +17,11 @@
 /* The largest head_dim whose RoPE frequencies the target computes (a fuzz run stays small). */
 #define MAX_CHECKED_HEAD_DIM 4096
 
-static void check_lm_config(const char *path) {
+static void check_lm_config(const char *path, bool json) {
     lm_config c;
     kn_clear_error();
     if (fuzz_failed(lm_config_load(path, &c) != KN_OK, "lm_config_load")) return;
+    fuzz_require(json, "lm_config_load accepts a file that is not one JSON value");
     fuzz_require(c.vocab_size > 0 && c.hidden_size > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 &&
                      c.head_dim > 0 && c.intermediate_size > 0 && c.max_position_embeddings > 0,
                  "lm_config_load accepts a size that is not positive");
@@ -54,18 +55,20 @@ static void check_lm_config(const char *path) {
     free(inv_freq);
 }
 
-static void check_gpt2_config(const char *path) {
+static void check_gpt2_config(const char *path, bool json) {
     gpt2_config g;
     kn_clear_error();
     if (fuzz_failed(gpt2_config_load(path, &g) != KN_OK, "gpt2_config_load")) return;
+    fuzz_require(json, "gpt2_config_load accepts a file that is not one JSON value");
     fuzz_require(gpt2_config_check(&g) == KN_OK, "gpt2_config_load gives a config gpt2_config_check refuses: %s",
                  kn_last_error());
 }
 
-static void check_generation_config(const char *dir) {
+static void check_generation_config(const char *dir, bool json) {
     lm_generate_options o = lm_generate_defaults();
     kn_clear_error();
     if (fuzz_failed(lm_generation_config_load(dir, &o) != KN_OK, "lm_generation_config_load")) return;
+    fuzz_require(json, "lm_generation_config_load accepts a file that is not one JSON value");
     const lm_sampling *s = &o.sampling;
     fuzz_require(s->temperature >= 0 && s->top_k >= 0 && s->top_p >= 0 && s->top_p <= 1 &&
                      s->repetition_penalty > 0 && o.max_new_tokens >= 0,
@@ -85,7 +88,7 @@ static void write_shard(const char *file, const char *name) {
     fuzz_write(file, bytes, sizeof bytes);
 }
 
-static void check_index(const char *path) {
+static void check_index(const char *path, bool json) {
     static bool shards;
     if (!shards) {
         write_shard("model-00001-of-00002.safetensors", "a");
@@ -95,17 +98,19 @@ static void check_index(const char *path) {
     kn_clear_error();
     kn_hf_weights *w = kn_hf_weights_open(path);
     if (fuzz_failed(!w, "kn_hf_weights_open")) return;
+    fuzz_require(json, "kn_hf_weights_open accepts an index that is not one JSON value");
     fuzz_require(kn_hf_weights_count(w) == 2 && kn_hf_weights_find(w, "a") >= 0 && kn_hf_weights_find(w, "b") >= 0,
                  "an index that opens does not give the two shards' tensors");
     kn_hf_weights_close(w);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    bool json = fuzz_is_json(data, size);
     const char *config = fuzz_write("config.json", data, size);
-    check_lm_config(config);
-    check_gpt2_config(config);
+    check_lm_config(config, json);
+    check_gpt2_config(config, json);
     fuzz_write("generation_config.json", data, size);
-    check_generation_config(fuzz_dir());
-    check_index(fuzz_write("model.safetensors.index.json", data, size));
+    check_generation_config(fuzz_dir(), json);
+    check_index(fuzz_write("model.safetensors.index.json", data, size), json);
     return 0;
 }

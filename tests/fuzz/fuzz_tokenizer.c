@@ -2,9 +2,9 @@
  * decoding the ids (and ids from the input) at once and streamed.
  *
  * Input: the file's bytes, optionally followed by a NUL byte and text to encode (whose bytes,
- * two at a time, are also decoded as ids). Checks beyond the error contract: encoded ids are in
- * the vocabulary, decode takes every id in it, and the streamed pieces put together are the
- * text of decode (tokenizer.h promises both). */
+ * two at a time, are also decoded as ids). Checks beyond the error contract: a file that loads
+ * is one JSON value, encoded ids are in the vocabulary, decode takes every id in it, and the
+ * streamed pieces put together are the text of decode (tokenizer.h promises both). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,6 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     kn_clear_error();
     kn_tokenizer *t = kn_tokenizer_load(path);
     if (fuzz_failed(!t, "kn_tokenizer_load")) return 0;
+    fuzz_require(fuzz_is_json(data, json_len), "kn_tokenizer_load accepts a file that is not one JSON value");
     fuzz_require(kn_tokenizer_vocab_size(t) > 0, "a loaded tokenizer has no ids");
     for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) check_encode(t, texts[i], strlen(texts[i]));
     /* the file's start holds its added tokens and normalizer: text that matches them */

@@ -25,10 +25,11 @@ for t in $TARGETS; do
     mkdir -p "$WORK/corpus/$t" "$WORK/artifacts/$t"
     echo "fuzz: $t for ${SECONDS_EACH}s"
     touch "$WORK/$t.start"
-    # -timeout: an input running 10 s is a hang; -malloc_limit_mb: one allocation of 512 MB for
-    # an input of a few kilobytes is a bug (issue 11); -rss_limit_mb: libFuzzer's default.
+    # -timeout: an input running 20 s is a hang (inputs take milliseconds; a loaded machine can
+    # stall one for seconds); -malloc_limit_mb: one allocation of 512 MB for an input of a few
+    # kilobytes is a bug (issue 11); -rss_limit_mb: libFuzzer's default.
     # shellcheck disable=SC2086 # FUZZ_FLAGS is a list of flags
-    "$bin" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
+    "$bin" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=2048 -malloc_limit_mb=512 \
         -dict="$HERE/kiln.dict" -artifact_prefix="$WORK/artifacts/$t/" -print_final_stats=1 ${FUZZ_FLAGS:-} \
         "$WORK/corpus/$t" "$HERE/corpus/$t" >"$WORK/$t.log" 2>&1
     status=$?
