@@ -3,8 +3,9 @@
  *
  * Input: the file's bytes, optionally followed by a NUL byte and text to encode (whose bytes,
  * two at a time, are also decoded as ids). Checks beyond the error contract: a file that loads
- * is one JSON value, encoded ids are in the vocabulary, decode takes every id in it, and the
- * streamed pieces put together are the text of decode (tokenizer.h promises both). */
+ * is one JSON value, encode refuses invalid UTF-8 (KN_ERR_ARG), encoded ids are in the
+ * vocabulary, decode takes every id in it, and the streamed pieces put together are the text
+ * of decode (tokenizer.h promises these). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,13 +69,31 @@ static void check_decode(const kn_tokenizer *t, const int32_t *ids, size_t n, bo
     }
 }
 
+/* Well-formed UTF-8 (Unicode's table 3-7: no overlong forms, surrogates or code points above
+ * U+10FFFF), which encode must refuse anything else than. */
+static bool utf8_valid(const uint8_t *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        uint8_t c = s[i];
+        size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (!k || i + k > n) return false;
+        uint8_t lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        for (size_t j = 1; j < k; j++)
+            if (s[i + j] < (j == 1 ? lo : 0x80) || s[i + j] > (j == 1 ? hi : 0xBF)) return false;
+        i += k;
+    }
+    return true;
+}
+
 static void check_encode(const kn_tokenizer *t, const char *text, size_t len) {
     int64_t vocab = kn_tokenizer_vocab_size(t);
+    bool valid = utf8_valid((const uint8_t *)text, len);
     for (int special = 0; special < 2; special++) {
         int32_t *ids = NULL;
         size_t n = 0;
         kn_clear_error();
         kn_status st = kn_tokenizer_encode(t, text, len, special, &ids, &n);
+        fuzz_require(valid || (st != KN_OK && kn_last_status() == KN_ERR_ARG),
+                     "encode of invalid UTF-8 gives status %d, not KN_ERR_ARG", (int)st);
         if (!fuzz_failed(st != KN_OK, "kn_tokenizer_encode")) {
             for (size_t i = 0; i < n; i++)
                 fuzz_require(ids[i] >= 0 && ids[i] < vocab, "encode gives id %d at %zu; the vocabulary has %lld ids",
