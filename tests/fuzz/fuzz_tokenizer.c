@@ -102,16 +102,18 @@ static void check_encoder(const kn_tokenizer *t, const char *text, size_t len, b
         kn_clear_error();
         st = at < len ? kn_encoder_push(e, text + at, block, &ids, &n) : kn_encoder_finish(e, &ids, &n);
         if (fuzz_failed(st != KN_OK, at < len ? "kn_encoder_push" : "kn_encoder_finish")) break;
-        got = realloc(got, sizeof *got * (n_got + n + 1));
-        fuzz_require(got != NULL, "out of memory");
-        memcpy(got + n_got, ids, sizeof *ids * n);
-        n_got += n;
+        if (n) {
+            got = realloc(got, sizeof *got * (n_got + n));
+            fuzz_require(got != NULL, "out of memory");
+            memcpy(got + n_got, ids, sizeof *ids * n);
+            n_got += n;
+        }
         if (at == len) break;
         at += block;
     }
     fuzz_require((st == KN_OK) == (want_st == KN_OK), "streaming encoding gives status %d, encode %d", (int)st,
                  (int)want_st);
-    fuzz_require(st != KN_OK || (n_got == n_want && memcmp(got, want, sizeof *got * n_got) == 0),
+    fuzz_require(st != KN_OK || (n_got == n_want && (!n_got || memcmp(got, want, sizeof *got * n_got) == 0)),
                  "streaming encoding gives %zu ids, encode %zu (or other ids)", n_got, n_want);
     free(got);
     kn_encoder_free(e);
