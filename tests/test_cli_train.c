@@ -413,6 +413,11 @@ static void test_bad_state_values_are_refused(void) {
         CHECK(output_has("state.json: "));
         CHECK(output_has(cases[i].message));
     }
+    /* One JSON object and nothing after it, as every JSON file kiln reads. */
+    FILE *f = good ? fopen(state, "w") : NULL;
+    if (f) fprintf(f, "%s{}", good), fclose(f);
+    CHECK(run((const char *[]){TINY_GPT2, "--steps", "3", "--resume", dir, NULL}) == 1);
+    CHECK(output_has("state.json: ") && output_has("bytes after the value"));
     free(good);
 }
 

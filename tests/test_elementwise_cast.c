@@ -250,10 +250,30 @@ static void test_f16_exhaustive(void) {
     free(h), free(back), free(f), free(r), free(x), free(g);
 }
 
+/* A copy within f16 or bf16 keeps every bit, signaling NaNs included (the fuzzer found
+ * read_into quieting them: 0x7C01 -> 0x7E01), also through a strided view. */
+static void test_copy_within_16_bit_dtypes_keeps_the_bits(void) {
+    const kn_dtype dts[2] = {KN_F16, KN_BF16};
+    const uint16_t bits[2][4] = {{0x7C01, 0xFC01, 0x7E00, 0x3C00}, {0xFF84, 0x7F81, 0x7FC0, 0x3F80}};
+    for (int d = 0; d < 2; d++) {
+        kn_scope_push();
+        kn_tensor *x = kn_from_host(bits[d], dts[d], KN_SHAPE(4), KN_CPU);
+        kn_tensor *c = kn_clone(x), *into = kn_zeros(KN_SHAPE(4), dts[d]);
+        CHECK(c && into && kn_copy_(into, kn_slice(x, 0, 0, 4, 1)) == KN_OK);
+        uint16_t got[4], got_into[4];
+        CHECK(kn_to_host(c, got, sizeof got) == KN_OK && kn_to_host(into, got_into, sizeof got_into) == KN_OK);
+        for (int i = 0; i < 4; i++)
+            CHECK_MSG(got[i] == bits[d][i] && got_into[i] == bits[d][i], "%s bits 0x%04x: clone 0x%04x, copy_ 0x%04x",
+                      kn_dtype_name(dts[d]), bits[d][i], got[i], got_into[i]);
+        kn_scope_pop();
+    }
+}
+
 int main(void) {
     RUN(test_f16_exhaustive);
     RUN(test_every_pair_of_dtypes);
     RUN(test_round_to_nearest_even_ties);
     RUN(test_special_values_and_saturation);
+    RUN(test_copy_within_16_bit_dtypes_keeps_the_bits);
     return test_summary();
 }

@@ -95,7 +95,9 @@ static const char *emit(kn_detokenizer *d, bool final, size_t *len) {
     if (kn_tokenizer_decode_into(d->t, d->window.v, d->window.n, d->skip_special, d->at_start, &d->text) != KN_OK ||
         !kn_tok_buf_put(&d->text, "", 0))
         return NULL;
-    if (!final && (ends_in_replacement(&d->text) || ends_in_byte_token(d))) { /* more of it may be coming */
+    /* More of it may be coming: a partial character, a run of byte tokens, or (at the start) text
+     * a Strip decoder removed whole, which the next ids may still count against its limit. */
+    if (!final && (ends_in_replacement(&d->text) || ends_in_byte_token(d) || (d->at_start && d->text.n == 0))) {
         d->text.n = 0;
         d->text.p[0] = '\0';
     } else if (d->window.n > 0) {
@@ -115,7 +117,10 @@ const char *kn_detokenizer_push(kn_detokenizer *d, int32_t id, size_t *len) {
         kn_set_error(KN_ERR_INDEX, "kn_detokenizer_push: id %d is negative", id);
         return NULL;
     }
-    if (!(d->skip_special && kn_tokenizer_is_special(d->t, id)) && !kn_tok_ids_push(&d->window, id)) return NULL;
+    /* Skipped specials and ids the tokenizer lacks decode to nothing: they never enter the window,
+     * so they cannot end a run of byte tokens early. */
+    bool nothing = (d->skip_special && kn_tokenizer_is_special(d->t, id)) || !kn_tokenizer_id_to_token(d->t, id);
+    if (!nothing && !kn_tok_ids_push(&d->window, id)) return NULL;
     return emit(d, false, len);
 }
 

@@ -54,7 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int64_t steps = -1;
     kn_clear_error();
     if (fuzz_failed(train_checkpoint_load(ckpt, &job, opt, &steps) != KN_OK, "train_checkpoint_load")) return 0;
-    /* the loader read the file: it is JSON with these members */
+    /* the loader read the file: it is one JSON value with these members */
+    fuzz_require(fuzz_is_json(data, size), "train_checkpoint_load accepts a state that is not one JSON value");
     cJSON *root = cJSON_ParseWithLength((const char *)data, size);
     const cJSON *step = cJSON_GetObjectItemCaseSensitive(root, "step");
     const cJSON *counts = cJSON_GetObjectItemCaseSensitive(root, "param_steps");

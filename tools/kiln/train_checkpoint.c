@@ -181,10 +181,8 @@ static kn_status bad_count(const char *path, const char *key, int index, const c
 }
 
 static kn_status load_state(const char *path, const train_job *job, kn_optimizer *opt, int64_t *steps_done) {
-    char *text = read_small_file(path, 1 << 20);
-    if (!text) return kn_last_status();
-    cJSON *root = cJSON_Parse(text);
-    free(text);
+    cJSON *root = kn_hf_read_json(path, 1 << 20); /* strict: one JSON object, nothing after it */
+    if (!root) return kn_last_status();
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
     const cJSON *task = cJSON_GetObjectItemCaseSensitive(root, "task");
     const cJSON *step = cJSON_GetObjectItemCaseSensitive(root, "step");
