@@ -2,6 +2,7 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+CLANG_BUILD ?= build-clang
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
@@ -9,7 +10,7 @@ FUZZ_TARGETS ?=
 JOBS       ?= $(or $(patsubst -j%,%,$(filter -j%,$(MAKEFLAGS))),$(shell nproc 2>/dev/null || echo 2))
 CMAKE_ARGS ?=
 
-.PHONY: all deps test test-asan test-tsan fuzz bench demo install clean
+.PHONY: all deps test test-asan test-tsan test-clang fuzz bench demo install clean
 
 all: deps $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
@@ -42,6 +43,18 @@ test-tsan: deps $(TSAN_BUILD)/Makefile
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:allocator_may_return_null=1 \
 		ctest --output-on-failure -L tsan -j $(JOBS)
 
+# Everything built with clang (`CC=clang make` works too), and the suites where the two compilers
+# could round differently or warn differently.
+$(CLANG_BUILD)/Makefile:
+	@sh scripts/install-deps.sh clang
+	CC=clang cmake -S . -B $(CLANG_BUILD) -DCMAKE_BUILD_TYPE=Release \
+		-DKILN_TEST_CACHE=$(abspath $(BUILD))/test-cache $(CMAKE_ARGS)
+
+test-clang: deps $(CLANG_BUILD)/Makefile
+	cmake --build $(CLANG_BUILD) -j $(JOBS)
+	cd $(CLANG_BUILD) && ctest --output-on-failure -j $(JOBS) \
+		-R '^(test_fused|test_elementwise|test_tokenizer|test_cache|test_omp_wait_policy|cli_smoke)$$'
+
 # libFuzzer (clang) on each loader for FUZZ_SECONDS (docs/fuzzing.md); FUZZ_TARGETS picks some.
 $(FUZZ_BUILD)/Makefile:
 	@sh scripts/install-deps.sh clang libclang-rt-14-dev llvm
@@ -63,4 +76,4 @@ install: all
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(CLANG_BUILD) $(FUZZ_BUILD)
