@@ -89,7 +89,7 @@ static kn_tensor *source(const double *vals, int n, kn_dtype d) {
     for (int i = 0; i < n; i++) {
         unsigned char *p = buf + es * (size_t)i;
         double v = vals[i];
-        float f = (float)v; int32_t a = (int32_t)v; int64_t b = (int64_t)v;
+        float f = (float)v; /* integer casts only for integer sources, whose values fit */
         uint16_t h = 0;
         if (d == KN_F16 || d == KN_BF16) { /* encode: the values given are representable */
             if (d == KN_BF16) {
@@ -104,8 +104,8 @@ static kn_tensor *source(const double *vals, int n, kn_dtype d) {
         case KN_F32: memcpy(p, &f, 4); break;
         case KN_F64: memcpy(p, &v, 8); break;
         case KN_F16: case KN_BF16: memcpy(p, &h, 2); break;
-        case KN_I32: memcpy(p, &a, 4); break;
-        case KN_I64: memcpy(p, &b, 8); break;
+        case KN_I32: { int32_t a = (int32_t)v; memcpy(p, &a, 4); break; }
+        case KN_I64: { int64_t b = (int64_t)v; memcpy(p, &b, 8); break; }
         default: *p = v != 0; break;
         }
     }
