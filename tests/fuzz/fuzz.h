@@ -29,6 +29,9 @@ bool fuzz_failed(bool failed, const char *call);
 /* Whether the bytes are one JSON value with nothing but whitespace after it, as Python's json
  * module (which transformers reads these files with) requires of a file that loads. */
 bool fuzz_is_json(const uint8_t *data, size_t size);
+/* The member of a cJSON object that Python's json module reads for key: the last one of that
+ * name (cJSON's own lookup finds the first). NULL when there is none. */
+const struct cJSON *fuzz_json_member(const struct cJSON *object, const char *key);
 /* Aborts with the message when cond is false: a successful call gave something unusable. */
 void fuzz_require(bool cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

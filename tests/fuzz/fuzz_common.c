@@ -79,6 +79,13 @@ bool fuzz_is_json(const uint8_t *data, size_t size) {
     return at == size;
 }
 
+const cJSON *fuzz_json_member(const cJSON *object, const char *key) {
+    const cJSON *found = NULL;
+    for (const cJSON *c = cJSON_IsObject(object) ? object->child : NULL; c; c = c->next)
+        if (strcmp(c->string, key) == 0) found = c;
+    return found;
+}
+
 void fuzz_require(bool cond, const char *fmt, ...) {
     if (cond) return;
     va_list ap;

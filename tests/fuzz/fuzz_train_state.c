@@ -57,8 +57,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* the loader read the file: it is one JSON value with these members */
     fuzz_require(fuzz_is_json(data, size), "train_checkpoint_load accepts a state that is not one JSON value");
     cJSON *root = cJSON_ParseWithLength((const char *)data, size);
-    const cJSON *step = cJSON_GetObjectItemCaseSensitive(root, "step");
-    const cJSON *counts = cJSON_GetObjectItemCaseSensitive(root, "param_steps");
+    const cJSON *step = fuzz_json_member(root, "step");
+    const cJSON *counts = fuzz_json_member(root, "param_steps");
     fuzz_require(cJSON_IsNumber(step) && cJSON_GetArraySize(counts) == 2, "a state without step or param_steps loads");
     fuzz_require(steps >= 0 && (double)steps == step->valuedouble, "\"step\": %.17g loads as step %lld",
                  step->valuedouble, (long long)steps);
