@@ -39,18 +39,28 @@ kn_tensor *kn_bce_with_logits(kn_tensor *x, kn_tensor *y, kn_tensor *weight, kn_
  * training or p is 0, a new handle to x's values (sharing its storage). */
 kn_tensor *kn_dropout(kn_tensor *x, double p, bool training);
 
-/* Attention options; scale 0 means 1/sqrt(D). */
+/* Where causal attention puts the diagonal when Tq != Tk (they agree when Tq == Tk). */
+typedef enum kn_causal_align {
+    KN_CAUSAL_BOTTOM_RIGHT = 0, /* key j visible to query i iff j <= i + Tk - Tq: the last query
+                                   sees every key, as for a KV cache (the default) */
+    KN_CAUSAL_TOP_LEFT,         /* j <= i: PyTorch's is_causal */
+} kn_causal_align;
+
+/* Attention options; scale 0 means 1/sqrt(D); causal_align matters only with causal. */
 typedef struct kn_sdpa_opts {
     bool causal;
     double scale;
     double dropout_p;
+    kn_causal_align causal_align;
 } kn_sdpa_opts;
 /* softmax(q k^T * scale + mask) v for q [..., H, Tq, D], k [..., Hkv, Tk, D], v [..., Hkv, Tk, Dv]
  * (Hkv divides H: grouped-query heads share k and v). mask broadcasts to [..., H, Tq, Tk]: bool
- * (true = attend) or float (added), or NULL. causal masks key j > query i + (Tk - Tq) (aligned
- * bottom-right, as for a KV cache; PyTorch's is_causal aligns top-left when Tq != Tk). A query
- * with no allowed key gives NaN, as in PyTorch; no keys at all (Tk = 0) gives zeros. The CPU
- * kernel works in blocks with an online softmax and never builds the Tq x Tk matrix. */
+ * (true = attend) or float (added), or NULL; causal masks keys past the diagonal that
+ * causal_align places. A query with no allowed key (a bool mask row of false, a float row of
+ * -inf, causal bottom-right with Tq > Tk) gives zeros and passes no gradient, as PyTorch's
+ * scaled_dot_product_attention does; so does Tk = 0. NULL with an error on bad shapes, dtypes,
+ * dropout_p, scale or causal_align. The CPU kernel works in blocks with an online softmax and
+ * never builds the Tq x Tk matrix. */
 kn_tensor *kn_scaled_dot_product_attention(kn_tensor *q, kn_tensor *k, kn_tensor *v, kn_tensor *mask,
                                            kn_sdpa_opts opts);
 

@@ -42,6 +42,9 @@ kn_tensor *kn_scaled_dot_product_attention(kn_tensor *q, kn_tensor *k, kn_tensor
     if (!(opts.dropout_p >= 0 && opts.dropout_p <= 1))
         return kn_op_fail(&c, KN_ERR_ARG, "dropout_p %g is outside [0, 1]", opts.dropout_p);
     if (!isfinite(opts.scale)) return kn_op_fail(&c, KN_ERR_ARG, "scale %g is not finite", opts.scale);
+    if (opts.causal_align != KN_CAUSAL_BOTTOM_RIGHT && opts.causal_align != KN_CAUSAL_TOP_LEFT)
+        return kn_op_fail(&c, KN_ERR_ARG, "causal_align %d is neither KN_CAUSAL_BOTTOM_RIGHT nor KN_CAUSAL_TOP_LEFT",
+                          (int)opts.causal_align);
     attn_operand oq = split_operand(q), ok = split_operand(k), ov = split_operand(v);
     if (ok.d != oq.d)
         return kn_op_fail(&c, KN_ERR_SHAPE, "q and k have different head sizes (%lld vs %lld)", (long long)oq.d,
@@ -72,6 +75,7 @@ kn_tensor *kn_scaled_dot_product_attention(kn_tensor *q, kn_tensor *k, kn_tensor
     double scale = opts.scale != 0 ? opts.scale : oq.d > 0 ? 1.0 / sqrt((double)oq.d) : 1.0;
     c.node->attrs.i[0] = opts.causal;
     c.node->attrs.i[1] = mask != NULL;
+    c.node->attrs.i[3] = opts.causal_align; /* i[2] is the backward's */
     c.node->attrs.f[0] = scale;
     c.node->attrs.f[1] = opts.dropout_p;
     kn_shape out = q->ndim >= 3 || batch.n ? with_tail(batch, oq.heads, oq.t, ov.d) : KN_SHAPE(oq.t, ov.d);

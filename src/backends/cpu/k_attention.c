@@ -2,8 +2,9 @@
  * blocks of keys with an online softmax (running max and sum per query), both products of a
  * block (q k^T and p v) through BLAS GEMM. Memory is O(block^2 + block * D) per thread, never
  * Tq x Tk; key blocks past the causal diagonal are skipped. A query with no allowed key
- * gives NaN, as PyTorch's softmax of an all -inf row does. Each row's log-sum-exp (max +
- * log(sum)) is the second output, for the backward (k_attention_grad.c). */
+ * gives zeros, as PyTorch's attention does (its sum of weights stays 0). Each row's
+ * log-sum-exp (max + log(sum), 0 for such a row: finite for debug mode, and any finite value
+ * weighs its -inf scores to 0 in the backward) is the second output, for k_attention_grad.c. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@ enum { BLOCK_Q = 64, BLOCK_K = 128 };
                                      const attn_operand *v, const attn_mask *mask_bh, int64_t b, int64_t h,  \
                                      int64_t i0, T *S, T *acc, T *m, T *l, T *out, T *lse) {                 \
         const int64_t bq = P->Tq - i0 < BLOCK_Q ? P->Tq - i0 : BLOCK_Q, D = P->D, Dv = P->Dv;               \
-        const int64_t hk = h / (P->H / P->Hkv), shift = P->Tk - P->Tq;                                      \
+        const int64_t hk = h / (P->H / P->Hkv), shift = P->shift;                                           \
         const T *qp = (const T *)q->base + kn_cpu_attn_batch_offset(q->t, P->batch_dims, b) + h * q->head_stride + i0 * q->ld; \
         const T *kp = (const T *)k->base + kn_cpu_attn_batch_offset(k->t, P->batch_dims, b) + hk * k->head_stride;      \
         const T *vp = (const T *)v->base + kn_cpu_attn_batch_offset(v->t, P->batch_dims, b) + hk * v->head_stride;      \
@@ -38,8 +39,8 @@ enum { BLOCK_Q = 64, BLOCK_K = 128 };
                     const char *mrow = mask_bh->base;                                                        \
                     if (mask_bh->is_bool) {                                                                  \
                         const uint8_t *mb = (const uint8_t *)mrow + i * mask_bh->is + j0 * mask_bh->js;      \
-                        for (int64_t c = 0; c < bk; c++)                                                     \
-                            if (!mb[c * mask_bh->js]) row[c] = -INFINITY;                                    \
+                        for (int64_t c = 0; c < bk; c++) /* adds -inf, as PyTorch: a NaN score stays NaN */  \
+                            if (!mb[c * mask_bh->js]) row[c] -= (T)INFINITY;                                 \
                     } else {                                                                                 \
                         const T *mf = (const T *)mrow + i * mask_bh->is + j0 * mask_bh->js;                  \
                         for (int64_t c = 0; c < bk; c++) row[c] += mf[c * mask_bh->js];                      \
@@ -50,9 +51,12 @@ enum { BLOCK_Q = 64, BLOCK_K = 128 };
                         row[c] = -INFINITY;                                                                  \
                 T mx = m[r];                                                                                 \
                 for (int64_t c = 0; c < bk; c++) mx = row[c] > mx ? row[c] : mx;                             \
-                if (mx == -INFINITY) { /* nothing allowed yet: this block adds nothing */                    \
-                    for (int64_t c = 0; c < bk; c++) row[c] = 0;                                             \
-                    continue;                                                                                \
+                if (mx == -INFINITY) { /* nothing allowed yet: this block adds nothing, unless NaN */        \
+                    for (int64_t c = 0; c < bk; c++) mx = row[c] != row[c] ? row[c] : mx;                    \
+                    if (mx == -INFINITY) {                                                                   \
+                        for (int64_t c = 0; c < bk; c++) row[c] = 0;                                         \
+                        continue;                                                                            \
+                    }                                                                                        \
                 }                                                                                            \
                 const T alpha = kn_exp((T)(m[r] - mx));                                                      \
                 T sum = 0;                                                                                   \
@@ -75,9 +79,10 @@ enum { BLOCK_Q = 64, BLOCK_K = 128 };
         }                                                                                                    \
         T *o = out + ((b * P->H + h) * P->Tq + i0) * Dv;                                                     \
         for (int64_t r = 0; r < bq; r++) {                                                                   \
-            const T f = (T)P->out_scale / l[r]; /* 0 / 0 = NaN for a query with no allowed key */           \
+            const bool none = l[r] == 0; /* no allowed key: zeros (acc * 0 keeps a NaN of v) */              \
+            const T f = none ? 0 : (T)P->out_scale / l[r];                                                   \
             for (int64_t d = 0; d < Dv; d++) o[r * Dv + d] = acc[r * Dv + d] * f;                            \
-            lse[(b * P->H + h) * P->Tq + i0 + r] = l[r] > 0 ? m[r] + kn_log(l[r]) : (T)-INFINITY;           \
+            lse[(b * P->H + h) * P->Tq + i0 + r] = none ? 0 : m[r] + kn_log(l[r]);                           \
         }                                                                                                    \
     }                                                                                                        \
     static bool attention_##SUF(const attn_problem *P, const attn_operand *q, const attn_operand *k,         \

@@ -9,6 +9,7 @@
 typedef struct attn_problem {
     int batch_dims;
     int64_t batches, H, Hkv, Tq, Tk, D, Dv;
+    int64_t shift; /* causal: key j is visible to query i iff j <= i + shift */
     double scale, out_scale;
     bool causal, dropout;
     uint64_t seed, offset, threshold;
@@ -22,6 +23,7 @@ static inline attn_problem kn_cpu_attn_problem(const kn_node *n) {
                       .Tq = q->shape[nd - 2], .Tk = k->shape[nd - 2], .D = q->shape[nd - 1], .Dv = v->shape[nd - 1],
                       .scale = n->attrs.f[0], .causal = n->attrs.i[0], .seed = n->rng_seed, .offset = n->rng_offset};
     for (int d = 0; d < nd - 3; d++) P.batches *= q->shape[d];
+    P.shift = n->attrs.i[3] == KN_CAUSAL_TOP_LEFT ? 0 : P.Tk - P.Tq;
     double p = n->attrs.f[1];
     P.dropout = p > 0;
     P.threshold = kn_dropout_threshold(p);

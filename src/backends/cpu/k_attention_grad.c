@@ -30,7 +30,7 @@ typedef struct attn_grad_io {
     static void grad_block_##SUF(const attn_problem *P, const attn_grad_io *io, const attn_mask *mb,           \
                                  int64_t b, int64_t h, int64_t j0, const T *delta, T *S, T *dP, T *Pd,         \
                                  uint8_t *keep) {                                                              \
-        const int64_t D = P->D, Dv = P->Dv, shift = P->Tk - P->Tq, hk = h / (P->H / P->Hkv);                   \
+        const int64_t D = P->D, Dv = P->Dv, shift = P->shift, hk = h / (P->H / P->Hkv);                        \
         const int ldd = D > 0 ? (int)D : 1; /* BLAS wants leading dims of at least 1 */                        \
         const int64_t bk = P->Tk - j0 < BLOCK_K ? P->Tk - j0 : BLOCK_K;                                        \
         const int bd = P->batch_dims;                                                                          \
@@ -54,23 +54,19 @@ typedef struct attn_grad_io {
             for (int64_t r = 0; r < bq; r++) {                                                                 \
                 T *restrict row = S + r * BLOCK_K;                                                             \
                 const int64_t i = i0 + r;                                                                      \
-                const T L = lse[i];                                                                            \
-                if (L == -INFINITY) { /* no allowed key: the forward gave NaN, nothing flows back */           \
-                    for (int64_t c = 0; c < bk; c++) row[c] = 0;                                               \
-                } else if (mb->base && mb->is_bool) {                                                          \
+                if (mb->base && mb->is_bool) { /* the forward's masking, to the bit */                         \
                     const uint8_t *m = (const uint8_t *)mb->base + i * mb->is + j0 * mb->js;                   \
                     for (int64_t c = 0; c < bk; c++)                                                           \
-                        if (!m[c * mb->js]) row[c] = -INFINITY;                                                \
+                        if (!m[c * mb->js]) row[c] -= (T)INFINITY;                                             \
                 } else if (mb->base) {                                                                         \
                     const T *m = (const T *)mb->base + i * mb->is + j0 * mb->js;                               \
                     for (int64_t c = 0; c < bk; c++) row[c] += m[c * mb->js];                                  \
                 }                                                                                              \
-                if (L != -INFINITY) {                                                                          \
-                    if (P->causal)                                                                             \
-                        for (int64_t c = i + shift - j0 + 1 > 0 ? i + shift - j0 + 1 : 0; c < bk; c++)         \
-                            row[c] = -INFINITY;                                                                \
-                    for (int64_t c = 0; c < bk; c++) row[c] = kn_exp((T)(row[c] - L));                         \
-                }                                                                                              \
+                if (P->causal)                                                                                 \
+                    for (int64_t c = i + shift - j0 + 1 > 0 ? i + shift - j0 + 1 : 0; c < bk; c++)             \
+                        row[c] = -INFINITY;                                                                    \
+                /* A row with no allowed key is all -inf with a finite lse (0): weights 0, no gradient. */     \
+                for (int64_t c = 0; c < bk; c++) row[c] = kn_exp((T)(row[c] - lse[i]));                        \
                 if (P->dropout) {                                                                              \
                     const uint64_t e0 = (uint64_t)(((b * P->H + h) * P->Tq + i) * P->Tk + j0);                 \
                     const T os = (T)P->out_scale;                                                              \
@@ -88,7 +84,7 @@ typedef struct attn_grad_io {
             for (int64_t r = 0; r < bq; r++) {                                                                 \
                 T *restrict g = dP + r * BLOCK_K;                                                              \
                 const T *restrict p = S + r * BLOCK_K;                                                         \
-                const T dl = lse[i0 + r] == -INFINITY ? 0 : delta[i0 + r]; /* that row's out is NaN */         \
+                const T dl = delta[i0 + r];                                                                    \
                 if (P->dropout) {                                                                              \
                     const T os = (T)P->out_scale;                                                              \
                     for (int64_t c = 0; c < bk; c++) g[c] = keep[r * BLOCK_K + c] ? g[c] * os : 0;             \
