@@ -51,6 +51,40 @@ static void test_max_pool2d_values_and_indices(void) {
         }
 }
 
+/* Each window's maximum, its index and where the gradient goes, against PyTorch 2.15: NaN wins
+ * and the index is the window's last NaN; a window of -inf keeps its first element; equal
+ * maxima keep the first. Seeds 1, 2, ... make each output's gradient land where it points. */
+static void check_max_pool_against_torch(const double *x, kn_shape shape, kn_pool_opts o, const double *want,
+                                         const double *want_i, const double *want_grad, kn_dtype dt) {
+    kn_tensor *xt = kn_requires_grad(tensor_from(x, shape, dt), true), *y = NULL, *idx = NULL;
+    CHECK(kn_max_pool2d_with_indices(xt, o, &y, &idx) == KN_OK);
+    CHECK_CLOSE(y, want, tol_for(dt), kn_dtype_name(dt));
+    CHECK_CLOSE(idx, want_i, tol_for(KN_I64), "indices");
+    kn_tensor *seed = kn_cast(kn_reshape(kn_arange(1, (double)kn_numel(y) + 1, 1, KN_F64), kn_shape_of(y)), dt);
+    CHECK(kn_backward_ex(y, seed, false) == KN_OK);
+    CHECK_CLOSE(kn_grad(xt), want_grad, tol_for(dt), "gradient");
+}
+
+static void test_max_pool2d_nan_points_at_the_last_nan_as_in_pytorch(void) {
+    for (int k = 0; k < 4; k++) {
+        kn_dtype dt = FLOAT_DTYPES[k];
+        /* x = torch.tensor([nan,1,nan,2, -inf,-inf,-inf,-inf, 2,2,1,2, inf,nan,inf,nan]).reshape(1,4,2,2)
+         * y, i = F.max_pool2d(x, 2, return_indices=True); y.backward(torch.arange(1., 5).reshape(y.shape)) */
+        double x4[16] = {NAN, 1, NAN, 2, -INFINITY, -INFINITY, -INFINITY, -INFINITY, 2, 2, 1, 2, INFINITY, NAN, INFINITY, NAN};
+        double y4[4] = {NAN, -INFINITY, 2, NAN}, i4[4] = {2, 0, 0, 3};
+        double g4[16] = {0, 0, 1, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 4};
+        check_max_pool_against_torch(x4, KN_SHAPE(1, 4, 2, 2), (kn_pool_opts){.kernel = {2, 2}}, y4, i4, g4, dt);
+        /* padded overlapping windows: F.max_pool2d(x.reshape(1,1,3,4), 3, 1, 1, return_indices=True),
+         * y.backward(torch.arange(1., 13).reshape(y.shape)) */
+        double x3[12] = {1, NAN, NAN, 4, 5, NAN, 7, 8, 9, 10, 11, 12};
+        double y3[12] = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, 12};
+        double i3[12] = {5, 5, 5, 2, 5, 5, 5, 2, 5, 5, 5, 11};
+        double g3[12] = {0, 0, 12, 0, 0, 54, 0, 0, 0, 0, 0, 12};
+        check_max_pool_against_torch(x3, KN_SHAPE(1, 1, 3, 4),
+                                     (kn_pool_opts){.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}}, y3, i3, g3, dt);
+    }
+}
+
 static void test_avg_pool2d_padding_modes(void) {
     for (int mode = 0; mode < 4; mode++)
         for (int k = 0; k < 4; k++) {
@@ -160,6 +194,7 @@ static void test_pool_errors(void) {
 
 int main(void) {
     RUN(test_max_pool2d_values_and_indices);
+    RUN(test_max_pool2d_nan_points_at_the_last_nan_as_in_pytorch);
     RUN(test_avg_pool2d_padding_modes);
     RUN(test_adaptive_avg_pool2d);
     RUN(test_upsample_nearest_and_bilinear);

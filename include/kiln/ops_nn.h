@@ -41,7 +41,8 @@ typedef struct kn_pool_opts {
     bool ceil_mode, exclude_pad;
 } kn_pool_opts;
 kn_tensor *kn_max_pool2d(kn_tensor *x, kn_pool_opts opts);
-/* Also the flat index (i64, into each H*W plane) of each maximum. */
+/* Also the flat index (i64, into each H*W plane) of each maximum: the first of equal maxima, and
+ * the last NaN of a window that holds NaN (NaN is the maximum), as in PyTorch. */
 kn_status kn_max_pool2d_with_indices(kn_tensor *x, kn_pool_opts opts, kn_tensor **out, kn_tensor **indices);
 kn_tensor *kn_avg_pool2d(kn_tensor *x, kn_pool_opts opts);
 kn_tensor *kn_adaptive_avg_pool2d(kn_tensor *x, int64_t out_h, int64_t out_w);

@@ -55,9 +55,8 @@ static inline void bilinear_src(int64_t o, int64_t in, int64_t out, bool align, 
                             int64_t iw = w0 + kw * a[7];                                               \
                             if (iw < 0 || iw >= p->W) continue;                                        \
                             T v = x[(q * p->H + ih) * p->W + iw];                                      \
-                            /* NaN wins, as in PyTorch */                                              \
+                            /* NaN wins and the last NaN's index is kept, as in PyTorch */             \
                             if (best_i < 0 || v > best || isnan(v)) best = v, best_i = ih * p->W + iw; \
-                            if (isnan(v)) kh = a[0], kw = a[1];                                        \
                         }                                                                              \
                     }                                                                                  \
                     int64_t k = (q * p->OH + oh) * p->OW + ow;                                         \
