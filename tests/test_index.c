@@ -243,6 +243,40 @@ static void test_sort_topk_unique(void) {
     }
 }
 
+/* PyTorch 2.15's unique with return_inverse and return_counts: NaN equals nothing, so each NaN
+ * is a value of its own, after the numbers, in the order the NaNs appear. */
+static void test_unique_keeps_each_nan_as_pytorch_does(void) {
+    for (int k = 0; k < 4; k++) {
+        kn_dtype dt = FLOAT_DTYPES[k];
+        /* torch.unique(torch.tensor([nan, 1, nan]), return_inverse=True, return_counts=True) */
+        double x1[3] = {NAN, 1, NAN}, u1[3] = {1, NAN, NAN}, i1[3] = {1, 0, 2}, c1[3] = {1, 1, 1};
+        kn_tensor *u = NULL, *inv = NULL, *cnt = NULL;
+        CHECK(kn_unique(tensor_from(x1, KN_SHAPE(3), dt), &u, &inv, &cnt) == KN_OK);
+        CHECK_CLOSE(u, u1, tol_for(dt), "values");
+        CHECK_CLOSE(inv, i1, tol_for(KN_I64), "inverse");
+        CHECK_CLOSE(cnt, c1, tol_for(KN_I64), "counts");
+        /* torch.unique(torch.tensor([[nan, 1], [nan, nan]]), return_inverse=True, return_counts=True) */
+        double x2[4] = {NAN, 1, NAN, NAN}, u2[4] = {1, NAN, NAN, NAN}, i2[4] = {1, 0, 2, 3}, c2[4] = {1, 1, 1, 1};
+        CHECK(kn_unique(tensor_from(x2, KN_SHAPE(2, 2), dt), &u, &inv, &cnt) == KN_OK);
+        CHECK_CLOSE(u, u2, tol_for(dt), "values 2-d");
+        CHECK_SHAPE(inv, KN_SHAPE(2, 2));
+        CHECK_CLOSE(inv, i2, tol_for(KN_I64), "inverse 2-d");
+        CHECK_CLOSE(cnt, c2, tol_for(KN_I64), "counts 2-d");
+        /* torch.unique(torch.tensor([nan, 1, nan, -0., 0., -inf, inf, 1, nan, 0., -0.]), ...): the zeros
+         * are one value, -0.0 as first seen */
+        double x3[11] = {NAN, 1, NAN, -0.0, 0.0, -INFINITY, INFINITY, 1, NAN, 0.0, -0.0};
+        double u3[7] = {-INFINITY, -0.0, 1, INFINITY, NAN, NAN, NAN}, i3[11] = {4, 2, 5, 1, 1, 0, 3, 2, 6, 1, 1};
+        double c3[7] = {1, 4, 2, 1, 1, 1, 1};
+        CHECK(kn_unique(tensor_from(x3, KN_SHAPE(11), dt), &u, &inv, &cnt) == KN_OK);
+        CHECK_CLOSE(u, u3, tol_for(dt), "values mixed");
+        double *uv = read_f64(u);
+        CHECK(uv && signbit(uv[1]));
+        free(uv);
+        CHECK_CLOSE(inv, i3, tol_for(KN_I64), "inverse mixed");
+        CHECK_CLOSE(cnt, c3, tol_for(KN_I64), "counts mixed");
+    }
+}
+
 static void test_multinomial(void) {
     double p[4] = {0.1, 0.0, 0.6, 0.3};
     kn_tensor *probs = tensor_from(p, KN_SHAPE(4), KN_F32);
@@ -415,6 +449,7 @@ int main(void) {
     RUN(test_masks_and_nonzero);
     RUN(test_embedding_bag_modes);
     RUN(test_sort_topk_unique);
+    RUN(test_unique_keeps_each_nan_as_pytorch_does);
     RUN(test_multinomial);
     RUN(test_errors);
     RUN(test_empty);

@@ -60,8 +60,10 @@ kn_status kn_topk(kn_tensor *x, int64_t k, int64_t dim, bool largest, bool sorte
 /* Stable sort along dim; NaN sorts as the largest value. Either output may be NULL. */
 kn_status kn_sort(kn_tensor *x, int64_t dim, bool descending, kn_tensor **values, kn_tensor **indices);
 kn_tensor *kn_argsort(kn_tensor *x, int64_t dim, bool descending);
-/* The distinct values (all NaNs count as one, last) of the flattened x in ascending order, and optionally (non-NULL) the
- * index of each element's value (x's shape) and each value's count (waits for its input). */
+/* The distinct values of the flattened x in ascending order, and optionally (non-NULL) the
+ * index of each element's value (x's shape) and each value's count (waits for its input). As
+ * in PyTorch, each NaN is a value of its own (count 1), after the numbers in the order the NaNs
+ * appear; -0.0 and 0.0 are one value, shown with the sign of its first occurrence. */
 kn_status kn_unique(kn_tensor *x, kn_tensor **values, kn_tensor **inverse, kn_tensor **counts);
 /* num_samples draws of category indices (i64) per row of non-negative weights [C] or [N, C],
  * from the Philox generator (the same seed gives the same draws); without replacement,

@@ -1,6 +1,7 @@
 /* CPU kernels of the ordering ops: sort (also argsort and topk, which keep the first k of
  * each sorted row) and unique. A stable merge sort of (key, position) pairs per row; NaN
- * sorts as the largest value, and all NaNs count as one value in unique. */
+ * sorts as the largest value, and in unique each NaN is a value of its own (as in PyTorch:
+ * NaN equals nothing), in the order the NaNs appear. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,8 @@ static inline bool nan_d(double v) { return isnan(v); }
 static inline bool nan_none(int64_t v) { return false; }
 #define KEY_NAN(v) _Generic((v), float: nan_f, double: nan_d, default: nan_none)(v)
 #define KEY_LESS(a, b) ((a) < (b) || (KEY_NAN(b) && !KEY_NAN(a)))
+/* Whether sorted neighbours a <= b start a new value in unique: they differ, or b is NaN. */
+#define KEY_NEW_VALUE(a, b) (KEY_LESS(a, b) || KEY_NAN(b))
 
 #define SORT_DTYPE(unused, SUF, DT, ST, CT, LOAD, STORE)                                                 \
     typedef struct pair_##SUF {                                                                          \
@@ -85,7 +88,7 @@ static inline bool nan_none(int64_t v) { return false; }
         for (int64_t j = 0; j < count; j++) buf[j] = (pair_##SUF){LOAD(x[j]), j};                        \
         merge_sort_##SUF(buf, buf + count, count, false);                                                \
         int64_t groups = count ? 1 : 0;                                                                  \
-        for (int64_t j = 1; j < count; j++) groups += KEY_LESS(buf[j - 1].key, buf[j].key);              \
+        for (int64_t j = 1; j < count; j++) groups += KEY_NEW_VALUE(buf[j - 1].key, buf[j].key);         \
         kn_tensor *in = n->in[0];                                                                        \
         kn_device dev = in->storage->device;                                                             \
         kn_tensor *v = kn_tensor_alloc("unique", in->dtype, &groups, 1, dev);                            \
@@ -101,7 +104,7 @@ static inline bool nan_none(int64_t v) { return false; }
         int64_t *io = kn_tensor_data(inv), *co = kn_tensor_data(cnt);                                    \
         int64_t g = -1;                                                                                  \
         for (int64_t j = 0; j < count; j++) {                                                            \
-            if (j == 0 || KEY_LESS(buf[j - 1].key, buf[j].key)) {                                        \
+            if (j == 0 || KEY_NEW_VALUE(buf[j - 1].key, buf[j].key)) {                                   \
                 vo[++g] = x[buf[j].pos];                                                                 \
                 co[g] = 0;                                                                               \
             }                                                                                            \
