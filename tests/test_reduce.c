@@ -513,6 +513,28 @@ static void test_nan_propagates(void) {
     free(b);
 }
 
+/* PyTorch's running sums start from +0.0 and products from 1, so a leading -0.0 sums to +0.0
+ * and multiplies to -0.0 (values from PyTorch 2.15). */
+static void test_scans_start_from_the_identity_as_pytorch(void) {
+    for (int k = 0; k < 4; k++) {
+        kn_dtype dt = FLOAT_DTYPES[k];
+        /* torch.cumsum(torch.tensor([-0., -0., 1., -inf, inf, 2.]), 0) */
+        double xs[6] = {-0.0, -0.0, 1, -INFINITY, INFINITY, 2}, ws[6] = {0, 0, 1, -INFINITY, NAN, NAN};
+        kn_tensor *s = kn_cumsum(tensor_from(xs, KN_SHAPE(6), dt), 0);
+        CHECK_CLOSE(s, ws, tol_for(dt), "cumsum");
+        double *sv = read_f64(s);
+        CHECK(sv && !signbit(sv[0]) && !signbit(sv[1]));
+        free(sv);
+        /* torch.cumprod(torch.tensor([-0., 2., inf]), 0) */
+        double xp[3] = {-0.0, 2, INFINITY}, wp[3] = {-0.0, -0.0, NAN};
+        kn_tensor *p = kn_cumprod(tensor_from(xp, KN_SHAPE(3), dt), 0);
+        CHECK_CLOSE(p, wp, tol_for(dt), "cumprod");
+        double *pv = read_f64(p);
+        CHECK(pv && signbit(pv[0]) && signbit(pv[1]));
+        free(pv);
+    }
+}
+
 static void test_errors_name_the_op(void) {
     kn_tensor *x = kn_ones(KN_SHAPE(2, 3), KN_F32);
     CHECK_ERROR(kn_sum(x, KN_DIMS(2), false) != NULL, KN_ERR_INDEX, "sum");
@@ -541,6 +563,7 @@ int main(void) {
     RUN(test_reduced_dims_around_size_one_dims);
     RUN(test_softmax_backward_matches_reference);
     RUN(test_nan_propagates);
+    RUN(test_scans_start_from_the_identity_as_pytorch);
     RUN(test_errors_name_the_op);
     return test_summary();
 }

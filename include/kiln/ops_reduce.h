@@ -42,7 +42,8 @@ kn_tensor *kn_logsumexp(kn_tensor *x, kn_shape dims, bool keepdim);
 /* Whether all / any elements are nonzero; bool output. */
 kn_tensor *kn_all(kn_tensor *x, kn_shape dims, bool keepdim);
 kn_tensor *kn_any(kn_tensor *x, kn_shape dims, bool keepdim);
-/* Running sum / product along dim (integers in i64). */
+/* Running sum / product along dim (integers in i64), from 0 / 1 as in PyTorch (a leading -0.0
+ * sums to +0.0). */
 kn_tensor *kn_cumsum(kn_tensor *x, int64_t dim);
 kn_tensor *kn_cumprod(kn_tensor *x, int64_t dim);
 /* Softmax and its logarithm along dim, stable for large inputs (a row of only -inf gives

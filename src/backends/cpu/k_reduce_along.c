@@ -62,14 +62,15 @@ static void store_row(kn_dtype dt, void *dst, const double *v, int64_t n) {
     }
 }
 
-/* Running sums and products: floats accumulate in double, ints wrap in int64 (unsigned
- * arithmetic, so overflow is defined). */
-#define SCAN_ROW(NAME, OP)                                                                  \
+/* Running sums and products, from the identity as PyTorch's are (so a leading -0.0 sums to
+ * +0.0): floats accumulate in double, ints wrap in int64 (unsigned arithmetic, so overflow is
+ * defined). */
+#define SCAN_ROW(NAME, OP, IDENTITY)                                                        \
     static void NAME(kn_dtype dt, const void *in, void *out, int64_t len, void *scratch) {   \
         if (kn_dtype_is_float(dt)) {                                                         \
-            double *v = scratch;                                                             \
+            double *v = scratch, acc = IDENTITY;                                             \
             kn_reduce_load_f64(dt, in, len, v);                                              \
-            for (int64_t i = 1; i < len; i++) v[i] = v[i - 1] OP v[i];                       \
+            for (int64_t i = 0; i < len; i++) v[i] = acc = acc OP v[i];                      \
             store_row(dt, out, v, len);                                                      \
         } else {                                                                             \
             int64_t *v = out;                                                                \
@@ -77,8 +78,8 @@ static void store_row(kn_dtype dt, void *dst, const double *v, int64_t n) {
             for (int64_t i = 1; i < len; i++) v[i] = (int64_t)((uint64_t)v[i - 1] OP (uint64_t)v[i]); \
         }                                                                                    \
     }
-SCAN_ROW(cumsum_row, +)
-SCAN_ROW(cumprod_row, *)
+SCAN_ROW(cumsum_row, +, 0.0)
+SCAN_ROW(cumprod_row, *, 1.0)
 
 /* Softmax of one contiguous row in T (float for f32/f16/bf16, double for f64): the max is
  * subtracted first so exp never overflows; the sum accumulates in double. A row of only
