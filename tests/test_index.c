@@ -277,6 +277,25 @@ static void test_unique_keeps_each_nan_as_pytorch_does(void) {
     }
 }
 
+/* topk's order among equal values is kiln's rule (PyTorch leaves it to its selection
+ * algorithm): sorted by value, NaN the largest, equal values (-0.0 and 0.0 too) lower index
+ * first. The values are PyTorch's: torch.topk(x, 5) and torch.topk(x, 5, largest=False). */
+static void test_topk_ties_keep_the_lower_index(void) {
+    double xv[11] = {NAN, 1, NAN, -0.0, 0.0, -INFINITY, INFINITY, 1, NAN, 0.0, -0.0};
+    double big[5] = {NAN, NAN, NAN, INFINITY, 1}, big_i[5] = {0, 2, 8, 6, 1};
+    double small[5] = {-INFINITY, 0, 0, 0, 0}, small_i[5] = {5, 3, 4, 9, 10};
+    for (int k = 0; k < 4; k++) {
+        kn_dtype dt = FLOAT_DTYPES[k];
+        kn_tensor *x = tensor_from(xv, KN_SHAPE(11), dt), *v = NULL, *i = NULL;
+        CHECK(kn_topk(x, 5, 0, true, true, &v, &i) == KN_OK);
+        CHECK_CLOSE(v, big, tol_for(dt), "largest");
+        CHECK_CLOSE(i, big_i, tol_for(KN_I64), "largest: ties in index order");
+        CHECK(kn_topk(x, 5, 0, false, false, &v, &i) == KN_OK);
+        CHECK_CLOSE(v, small, tol_for(dt), "smallest");
+        CHECK_CLOSE(i, small_i, tol_for(KN_I64), "smallest: ties in index order");
+    }
+}
+
 static void test_multinomial(void) {
     double p[4] = {0.1, 0.0, 0.6, 0.3};
     kn_tensor *probs = tensor_from(p, KN_SHAPE(4), KN_F32);
@@ -450,6 +469,7 @@ int main(void) {
     RUN(test_embedding_bag_modes);
     RUN(test_sort_topk_unique);
     RUN(test_unique_keeps_each_nan_as_pytorch_does);
+    RUN(test_topk_ties_keep_the_lower_index);
     RUN(test_multinomial);
     RUN(test_errors);
     RUN(test_empty);

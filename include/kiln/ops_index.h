@@ -54,7 +54,9 @@ typedef enum kn_bag_mode { KN_BAG_SUM = 0, KN_BAG_MEAN, KN_BAG_MAX } kn_bag_mode
  * per_sample_weights (sum mode only) scale each row. Empty bags give zeros. */
 kn_tensor *kn_embedding_bag(kn_tensor *weight, kn_tensor *indices, kn_tensor *offsets, kn_bag_mode mode,
                             kn_tensor *per_sample_weights, bool include_last_offset);
-/* The k largest (or smallest) along dim; indices i64. Always sorted (ties: lower index first). */
+/* The k largest (or smallest) along dim; indices i64. Always sorted (`sorted` false is
+ * allowed and sorts too), NaN counting as the largest value; equal values (-0.0 and 0.0 are
+ * equal) keep the lower index first, where PyTorch's order among ties is unspecified. */
 kn_status kn_topk(kn_tensor *x, int64_t k, int64_t dim, bool largest, bool sorted, kn_tensor **values,
                   kn_tensor **indices);
 /* Stable sort along dim; NaN sorts as the largest value. Either output may be NULL. */
