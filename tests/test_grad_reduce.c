@@ -87,7 +87,8 @@ static double *grad_of(kn_tensor *(*f)(kn_tensor *), const double *xv, kn_shape 
 static void check_values(const double *got, const double *want, int n, const char *what) {
     CHECK_MSG(got != NULL, "%s: no gradient: %s", what, kn_last_error());
     for (int i = 0; got && i < n; i++)
-        CHECK_MSG(fabs(got[i] - want[i]) < 1e-12, "%s: element %d is %g, want %g", what, i, got[i], want[i]);
+        CHECK_MSG(fabs(got[i] - want[i]) < 1e-12 || (isnan(got[i]) && isnan(want[i])), "%s: element %d is %g, want %g",
+                  what, i, got[i], want[i]);
 }
 
 /* ---- reductions ----------------------------------------------------------------------------- */
@@ -236,6 +237,28 @@ static void test_ties(void) {
     free(g);
     g = grad_of(norm_inf_rows, (double[]){-3, 3, 1, 0, 2, -2}, KN_SHAPE(2, 3), two);
     check_values(g, (double[]){-0.5, 0.5, 0, 0, 1, -1}, 6, "norm inf ties");
+    free(g);
+}
+
+/* A NaN extreme, as PyTorch 2.15's backward: max and min share the gradient among the NaNs
+ * (evenly_distribute_backward), amax and amin make the slice's gradient NaN (g / 0 * 0). */
+static void test_nan_extremes_route_the_gradient_as_pytorch(void) {
+    /* x = torch.tensor([[1., nan, nan], [1, nan, 3], [2, 5, 5]], dtype=torch.float64) */
+    const double x[9] = {1, NAN, NAN, 1, NAN, 3, 2, 5, 5}, three[3] = {1, 2, 3}, four[1] = {4}, t = 4.0 / 3;
+    /* (torch.amax(x, 1) * torch.tensor([1., 2, 3])).sum().backward() */
+    double *g = grad_of(amax_rows, x, KN_SHAPE(3, 3), three);
+    check_values(g, (double[]){NAN, NAN, NAN, NAN, NAN, NAN, 0, 1.5, 1.5}, 9, "amax with NaN");
+    free(g);
+    /* torch.amin(x, 1, keepdim=True) */
+    g = grad_of(amin_rows, x, KN_SHAPE(3, 3), three);
+    check_values(g, (double[]){NAN, NAN, NAN, NAN, NAN, NAN, 3, 0, 0}, 9, "amin with NaN");
+    free(g);
+    /* (torch.max(x) * 4).backward(), and torch.min */
+    g = grad_of(max_all, x, KN_SHAPE(3, 3), four);
+    check_values(g, (double[]){0, t, t, 0, t, 0, 0, 0, 0}, 9, "max with NaN");
+    free(g);
+    g = grad_of(min_all, x, KN_SHAPE(3, 3), four);
+    check_values(g, (double[]){0, t, t, 0, t, 0, 0, 0, 0}, 9, "min with NaN");
     free(g);
 }
 
@@ -606,6 +629,7 @@ int main(void) {
     RUN(test_norm);
     RUN(test_max_min_and_dims);
     RUN(test_ties);
+    RUN(test_nan_extremes_route_the_gradient_as_pytorch);
     RUN(test_zero_norm_and_std);
     RUN(test_prod_and_cumprod_with_zeros);
     RUN(test_scans);

@@ -68,18 +68,22 @@ kn_status kn_grad_prod(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor *
 }
 
 /* amax, amin, max, min: the gradient is shared evenly by the elements equal to the extreme
- * (PyTorch's rule for ties); a NaN extreme matches nothing and passes no gradient. */
-static kn_status extreme(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    kn_tensor *hit = kn_eq(c->in[0], unreduce(c, c->out[0]));
-    kn_tensor *count = hit_count(c, hit);
-    kn_tensor *share = kn_div(unreduce(c, gout[0]), count);
-    gin[0] = kn_where(hit, share, scalar_as(share, 0));
+ * (PyTorch's rule for ties). Where the extreme is NaN, PyTorch's max and min share it among the
+ * NaNs, and its amax and amin give the whole slice NaN (their g / 0 * 0); so does kiln, without
+ * dividing by zero. */
+static kn_status extreme(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin, bool nan_shares) {
+    kn_tensor *x = c->in[0], *out_nan = kn_isnan(unreduce(c, c->out[0]));
+    kn_tensor *hit = kn_eq(x, unreduce(c, c->out[0]));
+    if (nan_shares) hit = kn_logical_or(hit, kn_logical_and(kn_isnan(x), out_nan));
+    kn_tensor *share = kn_div(unreduce(c, gout[0]), hit_count(c, hit));
+    kn_tensor *zero = scalar_as(share, 0);
+    gin[0] = kn_where(hit, share, nan_shares ? zero : kn_where(out_nan, scalar_as(share, NAN), zero));
     return done(gin);
 }
-kn_status kn_grad_amax(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) { return extreme(c, gout, gin); }
-kn_status kn_grad_amin(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) { return extreme(c, gout, gin); }
-kn_status kn_grad_max(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) { return extreme(c, gout, gin); }
-kn_status kn_grad_min(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) { return extreme(c, gout, gin); }
+kn_status kn_grad_amax(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) { return extreme(c, gout, gin, false); }
+kn_status kn_grad_amin(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) { return extreme(c, gout, gin, false); }
+kn_status kn_grad_max(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) { return extreme(c, gout, gin, true); }
+kn_status kn_grad_min(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) { return extreme(c, gout, gin, true); }
 
 /* max_dim, min_dim: all of it to the element whose index the forward returned. */
 static kn_status extreme_dim(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
