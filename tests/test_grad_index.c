@@ -310,6 +310,29 @@ static void test_embedding_bag(void) {
     }
 }
 
+/* embedding_bag's max against PyTorch 2.15: a later row replaces the maximum only when greater
+ * (so a NaN counts only as a bag's first row, and equal maxima keep the first), and each
+ * column's gradient goes all to that row (PyTorch's max_indices). */
+static void test_embedding_bag_max_keeps_the_first_maximum_as_pytorch(void) {
+    for (int k = 0; k < 4; k++) {
+        kn_dtype dt = FLOAT_DTYPES[k];
+        /* w = torch.tensor([[1., nan], [3, 2], [nan, 0]]); y = F.embedding_bag(torch.tensor([0, 1, 2, 1, 2]), w,
+         * torch.tensor([0, 3]), mode='max'); y.backward(torch.tensor([[1., 10], [100, 1000]])) */
+        kn_tensor *w = kn_requires_grad(tensor_from((double[]){1, NAN, 3, 2, NAN, 0}, KN_SHAPE(3, 2), dt), true);
+        kn_tensor *y = kn_embedding_bag(w, INTS(KN_SHAPE(5), 0, 1, 2, 1, 2), INTS(KN_SHAPE(2), 0, 3), KN_BAG_MAX, NULL, false);
+        CHECK_CLOSE(y, ((double[]){3, NAN, 3, 2}), tol_for(dt), "values");
+        CHECK(kn_backward_ex(y, tensor_from((double[]){1, 10, 100, 1000}, KN_SHAPE(2, 2), dt), false) == KN_OK);
+        CHECK_CLOSE(kn_grad(w), ((double[]){0, 10, 101, 1000, 0, 0}), tol_for(dt), "gradient");
+        /* ties: F.embedding_bag(torch.tensor([[0, 1, 2]]), torch.tensor([[1., 5], [1, 2], [0, 5]]), mode='max'),
+         * backward of torch.tensor([[1., 10]]) */
+        kn_tensor *t = kn_requires_grad(tensor_from((double[]){1, 5, 1, 2, 0, 5}, KN_SHAPE(3, 2), dt), true);
+        kn_tensor *z = kn_embedding_bag(t, INTS(KN_SHAPE(1, 3), 0, 1, 2), NULL, KN_BAG_MAX, NULL, false);
+        CHECK_CLOSE(z, ((double[]){1, 5}), tol_for(dt), "tied values");
+        CHECK(kn_backward_ex(z, tensor_from((double[]){1, 10}, KN_SHAPE(1, 2), dt), false) == KN_OK);
+        CHECK_CLOSE(kn_grad(t), ((double[]){1, 10, 0, 0, 0, 0}), tol_for(dt), "tied gradient");
+    }
+}
+
 /* ---- non-differentiable ops and the table ------------------------------------------------------------ */
 
 static void test_nondiff(void) {
@@ -348,6 +371,7 @@ int main(void) {
     RUN(test_sort_topk);
     RUN(test_embedding);
     RUN(test_embedding_bag);
+    RUN(test_embedding_bag_max_keeps_the_first_maximum_as_pytorch);
     RUN(test_nondiff);
     RUN(test_table_lists_family);
     return test_summary();

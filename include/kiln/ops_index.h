@@ -51,7 +51,9 @@ typedef enum kn_bag_mode { KN_BAG_SUM = 0, KN_BAG_MEAN, KN_BAG_MAX } kn_bag_mode
 /* Reductions of bags of rows: with offsets, indices is 1-d and bag b is
  * indices[offsets[b] .. offsets[b+1]) (the last bag runs to the end, or include_last_offset
  * says offsets has one extra, final entry); without (NULL), indices is [B, L]. Optional
- * per_sample_weights (sum mode only) scale each row. Empty bags give zeros. */
+ * per_sample_weights (sum mode only) scale each row. Empty bags give zeros. Max keeps a bag's
+ * first maximum, as PyTorch: a later row replaces it only when greater (so NaN only from a
+ * bag's first row), and the gradient goes to that row alone. */
 kn_tensor *kn_embedding_bag(kn_tensor *weight, kn_tensor *indices, kn_tensor *offsets, kn_bag_mode mode,
                             kn_tensor *per_sample_weights, bool include_last_offset);
 /* The k largest (or smallest) along dim; indices i64. Always sorted (`sorted` false is

@@ -41,8 +41,24 @@ static kn_status bag_of(const kn_grad_ctx *c, int64_t n, int64_t B, kn_dtype dt,
     return *bag && *in_bag ? KN_OK : kn_last_status();
 }
 
+/* max mode, [n, D] in dt: 1 where an index's row is the first of its bag to hold the bag's
+ * maximum in that column, the row PyTorch's max_indices name (the forward replaces a maximum
+ * only by a greater value, so a NaN maximum is the bag's first row, and equal maxima keep the
+ * first). */
+static kn_tensor *first_max_rows(const kn_grad_ctx *c, kn_tensor *rows_w, kn_tensor *bag, kn_tensor *in_bag, int64_t n,
+                                 kn_dtype dt) {
+    kn_tensor *best = kn_index_select(c->out[0], 0, bag);
+    kn_tensor *hit = kn_logical_or(kn_eq(rows_w, best), kn_logical_and(kn_isnan(rows_w), kn_isnan(best)));
+    if (in_bag) hit = kn_logical_and(hit, kn_unsqueeze(kn_cast(in_bag, KN_BOOL), 1));
+    kn_tensor *hits = kn_cast(hit, KN_I64);
+    kn_tensor *before = kn_sub(kn_cumsum(hits, 0), hits); /* hits in the rows above */
+    kn_tensor *start = c->attrs->i[2] ? kn_index_select(c->in[2], 0, bag) : kn_mul(bag, kn_scalar(c->attrs->i[3], KN_I64));
+    start = kn_minimum(kn_cast(start, KN_I64), kn_scalar(n - 1, KN_I64)); /* rows in no bag are masked out */
+    return kn_cast(kn_logical_and(hit, kn_eq(before, kn_index_select(before, 0, start))), dt);
+}
+
 /* Each index's row gets its bag's gradient, scaled by its per-sample weight (sum), by one
- * over the bag's size (mean), or shared by the rows that hold the maximum (max). */
+ * over the bag's size (mean), or, per column, all of it to the row holding the maximum (max). */
 kn_status kn_grad_embedding_bag(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
     kn_bag_mode mode = (kn_bag_mode)c->attrs->i[0];
     int w_at = 2 + (c->attrs->i[2] != 0);
@@ -66,12 +82,7 @@ kn_status kn_grad_embedding_bag(const kn_grad_ctx *c, kn_tensor *const *gout, kn
     if (psw) scale = scale ? kn_mul(scale, psw) : psw;
     kn_tensor *rows = scale ? kn_mul(rows_g, kn_unsqueeze(scale, 1)) : rows_g;
     kn_tensor *rows_w = mode == KN_BAG_MAX || has_w ? kn_index_select(c->in[0], 0, indices) : NULL;
-    if (mode == KN_BAG_MAX) {
-        kn_tensor *top = kn_cast(kn_eq(rows_w, kn_index_select(c->out[0], 0, bag)), dt);
-        if (in_bag) top = kn_mul(top, kn_unsqueeze(in_bag, 1));
-        kn_tensor *ties = kn_index_add(kn_zeros(kn_shape_of(g), dt), 0, bag, top, 1);
-        rows = kn_mul(rows_g, kn_div(top, kn_index_select(kn_clamp(ties, 1, INFINITY), 0, bag)));
-    }
+    if (mode == KN_BAG_MAX) rows = kn_mul(rows_g, first_max_rows(c, rows_w, bag, in_bag, n, dt));
     if (c->needs[0] && !(gin[0] = kn_embedding_backward(rows, indices, V))) return kn_last_status();
     if (has_w && c->needs[w_at]) {
         kn_tensor *gw = kn_sum(kn_mul(rows_g, rows_w), KN_DIMS(1), false);

@@ -47,8 +47,8 @@ static inline void bag_range(const bags *g, int64_t b, int64_t *start, int64_t *
                             for (int64_t d = 0; d < D; d++) acc[d] = LOAD(row[d]);                         \
                         else                                                                               \
                             for (int64_t d = 0; d < D; d++) {                                              \
-                                CT v = LOAD(row[d]);                                                       \
-                                acc[d] = (v > acc[d] || v != v) ? v : acc[d];                              \
+                                CT v = LOAD(row[d]); /* only greater wins: a NaN counts as a first row */   \
+                                acc[d] = v > acc[d] ? v : acc[d];                                          \
                             }                                                                              \
                     } else if (psw) {                                                                      \
                         CT w = LOAD(psw[e]);                                                               \
