@@ -377,6 +377,16 @@ static void test_sixteen_bit_scalars_meet_the_tensor_as_pytorch_does(void) {
      * bf16 through f32 (to 1.0; directly it would be 1.0078125) */
     bits16_are(kn_add_scalar(kn_zeros(KN_SHAPE(1), KN_BF16), 1 + 0x1p-8 + 0x1p-30), (const uint16_t[]){0x3f80}, 1,
                "bf16 + (1 + 2**-8 + 2**-30)");
+    /* bf16 [0.0003261566162109375, 0.00032806396484375, 0.0003299713134765625] - 1.0 / 3: the
+     * number rounded to bf16 (-0.333984375; in f32 the result would be 0xbeaa) */
+    const uint16_t t[3] = {0x39ab, 0x39ac, 0x39ad};
+    bits16_are(kn_sub_scalar(from16(t, 3, KN_BF16), 1.0 / 3), (const uint16_t[]){0xbeab, 0xbeab, 0xbeab}, 3,
+               "bf16 - 1.0 / 3");
+    /* torch.lerp(bf16 [0.50390625, 0.58203125, 0.66015625], bf16 [-3.96875, -3.65625, -3.34375],
+     * 0.3): one fused multiply-add in f32 (unfused: 0xbf56, 0xbf30, 0xbf0a) */
+    const uint16_t s[3] = {0x3f01, 0x3f15, 0x3f29}, e[3] = {0xc07e, 0xc06a, 0xc056};
+    bits16_are(kn_lerp_scalar(from16(s, 3, KN_BF16), from16(e, 3, KN_BF16), 0.3),
+               (const uint16_t[]){0xbf57, 0xbf31, 0xbf0b}, 3, "lerp bf16 0.3");
     /* bf16 [1.0390625, 1.0625, 1.078125] ** 3: (x * x rounded to bf16) * x */
     const uint16_t c[3] = {0x3f85, 0x3f88, 0x3f8a};
     bits16_are(kn_pow_scalar(from16(c, 3, KN_BF16), 3), (const uint16_t[]){0x3f8f, 0x3f99, 0x3fa1}, 3, "bf16 ** 3");
