@@ -468,13 +468,14 @@ static void test_integer_numbers_keep_integer_dtypes(void) {
                        "bf16 + 1000001");
 }
 
-/* addmm scales by a C number: integer tensors with integral beta and alpha stay integer, as
- * torch.addmm(i, a, b, beta=2, alpha=3) does. */
+/* addmm scales by C numbers: integer tensors stay integer, beta and alpha truncated to
+ * integers, as torch.addmm(i, a, a, beta=2, alpha=3) and (beta=-2.7, alpha=1.5) do. */
 static void test_addmm_of_integers_stays_integer(void) {
     kn_tensor *in = tensor_from((double[]){1, 2}, KN_SHAPE(1, 2), KN_I32);
     kn_tensor *a = tensor_from((double[]){1, 2, 3, 4}, KN_SHAPE(2, 2), KN_I32);
-    check_dtype_values(kn_addmm(in, a, a, 2, 3), KN_I32, (double[]){2 + 3 * 7, 4 + 3 * 10, 2 + 3 * 15, 4 + 3 * 22},
-                       "addmm(int32, beta=2, alpha=3)");
+    check_dtype_values(kn_addmm(in, a, a, 2, 3), KN_I32, (double[]){23, 34, 47, 70}, "addmm(int32, beta=2, alpha=3)");
+    check_dtype_values(kn_addmm(in, a, a, -2.7, 1.5), KN_I32, (double[]){5, 6, 13, 18},
+                       "addmm(int32, beta=-2.7, alpha=1.5)");
 }
 
 static void test_refused_as_pytorch_refuses(void) {

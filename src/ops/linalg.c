@@ -95,11 +95,10 @@ kn_tensor *kn_bmm(kn_tensor *a, kn_tensor *b) {
     return matmul_nd(a, b, "bmm");
 }
 
-/* t * k for addmm: integer tensors take an integral factor as an integer, as PyTorch's addmm
- * takes an integral beta or alpha, so they stay integer. */
+/* t * k for addmm: an integer tensor takes k truncated to an integer and stays integer, as in
+ * PyTorch's addmm (beta=2.7 scales by 2). */
 static kn_tensor *scaled(kn_tensor *t, double k) {
-    if (t && !kn_dtype_is_float(kn_dtype_of(t)) && k == trunc(k) && fabs(k) < 0x1p63)
-        return kn_mul_scalar_int(t, (int64_t)k);
+    if (t && !kn_dtype_is_float(kn_dtype_of(t)) && fabs(k) < 0x1p63) return kn_mul_scalar_int(t, (int64_t)k);
     return kn_mul_scalar(t, k);
 }
 
