@@ -71,8 +71,8 @@ kn_tensor *kn_bitwise_left_shift(kn_tensor *a, kn_tensor *b);
 kn_tensor *kn_bitwise_right_shift(kn_tensor *a, kn_tensor *b);
 
 /* With a C number as operand, computed as PyTorch computes a tensor with a Python number, to
- * the bit on f16, bf16, f32 and f64 (docs/semantics.md lists the exceptions: pow exponents
- * that PyTorch hands to SLEEF or MKL).
+ * the bit on f16, bf16, f32 and f64 (docs/semantics.md lists the exceptions: where PyTorch's
+ * vectorized loop takes pow from SLEEF or sqrt from MKL, kiln gives its scalar loop's value).
  * A double is a float operand whatever its value (`x + 2.0`): a float tensor keeps its dtype,
  * an integer or bool tensor gives f32. f16/bf16 tensors compute in f32 with the number in
  * f32, except that add and sub round it to the tensor's dtype first, as PyTorch does.
@@ -82,9 +82,9 @@ kn_tensor *kn_sub_scalar(kn_tensor *a, double b);
 kn_tensor *kn_mul_scalar(kn_tensor *a, double b);
 kn_tensor *kn_div_scalar(kn_tensor *a, double b);
 /* Exponents 0.5, -0.5, -1 are sqrt, rsqrt, reciprocal and 2, 3, -2 products rounded at each
- * step (x*x*x), as in PyTorch, except on f16; any other exponent is pow with the exponent in
- * f32, or rounded to the dtype for f16 and bf16 (an exponent beyond that dtype's range is an
- * error, as in PyTorch). */
+ * step (x*x*x), as in PyTorch, except on f16; any other exponent is pow, in f64 for f32
+ * tensors, in f32 with the exponent rounded to the dtype for f16 and bf16 (an exponent beyond
+ * that dtype's range is an error, as in PyTorch). */
 kn_tensor *kn_pow_scalar(kn_tensor *a, double b);
 /* An integer operand (`x + 2`): an integer tensor keeps its dtype, the number wrapped to it
  * (int32 + 2**32 adds 0); bool gives i64; a float tensor keeps its dtype. kn_pow_scalar_int of an integer tensor refuses a negative exponent and,

@@ -110,9 +110,10 @@ kn_tensor *kn_mul_scalar_int(kn_tensor *a, int64_t b) {
 /* ---- pow ---------------------------------------------------------------------------------------
  * As PyTorch's pow_tensor_scalar_kernel: exponents 0.5, -0.5 and -1 are sqrt, rsqrt and
  * reciprocal, and 2, 3 and -2 products (x*x, x*x*x, 1/(x*x)) rounded to the dtype at each
- * step; any other exponent calls pow, with the exponent in f32 for f32 tensors and rounded to
- * the tensor's dtype for f16 and bf16. f16 takes none of the special forms; bf16 tests 2, 3
- * and -2 on the rounded exponent. Exponent 0 gives 1 and 1 gives x, NaN included. */
+ * step; any other exponent calls pow as its scalar loop does: in f64 for f32 tensors
+ * (std::pow(float, double)), in f32 with the exponent rounded to the dtype for f16 and bf16.
+ * f16 takes none of the special forms; bf16 tests 2, 3 and -2 on the rounded exponent.
+ * Exponent 0 gives 1 and 1 gives x, NaN included. */
 
 static kn_tensor *pow_float(kn_tensor *x, double e) {
     if (!x) return NULL;
@@ -135,6 +136,14 @@ static kn_tensor *pow_float(kn_tensor *x, double e) {
         out = r == 2 ? kn_retain(sq) : r == 3 ? kn_mul(sq, x) : kn_reciprocal(sq);
         kn_release(sq);
         kn_release(x);
+        return out;
+    }
+    if (d == KN_F32) {
+        kn_tensor *wide = kn_cast(x, KN_F64);
+        kn_release(x);
+        kn_tensor *p = row(KN_OP_pow_scalar, wide, e);
+        out = p ? kn_cast(p, KN_F32) : NULL;
+        kn_release(p);
         return out;
     }
     return row(KN_OP_pow_scalar, x, round_to(e, d));
