@@ -1,5 +1,5 @@
 /* Gradients of the elementwise family: every op of defs/unary.def and binary.def (with the
- * ternaries), copy and the scalar forms, against finite differences in f64 (broadcast and
+ * ternaries), copy and the scalar forms (defs/scalar.def), against finite differences in f64 (broadcast and
  * non-contiguous inputs) and against the f64 gradient in f32; PyTorch's choices at kinks and
  * ties; and the backward ops of defs/elementwise_backward.def against float64 references in
  * every float dtype. */
@@ -92,6 +92,16 @@ static kn_tensor *pow_cube(kn_tensor *x) { return kn_pow_scalar(x, 3); }
 static kn_tensor *pow_half(kn_tensor *x) { return kn_pow_scalar(x, 0.5); }
 static kn_tensor *pow_neg(kn_tensor *x) { return kn_pow_scalar(x, -1.5); }
 static kn_tensor *pow_zero(kn_tensor *x) { return kn_pow_scalar(x, 0); }
+/* The exponents computed as other ops (sqrt, products, reciprocals) and a general one. */
+static kn_tensor *pow_square(kn_tensor *x) { return kn_pow_scalar(x, 2); }
+static kn_tensor *pow_inv_square(kn_tensor *x) { return kn_pow_scalar(x, -2); }
+static kn_tensor *pow_inv(kn_tensor *x) { return kn_pow_scalar(x, -1); }
+static kn_tensor *pow_inv_sqrt(kn_tensor *x) { return kn_pow_scalar(x, -0.5); }
+static kn_tensor *pow_one(kn_tensor *x) { return kn_pow_scalar(x, 1); }
+static kn_tensor *add_si(kn_tensor *x) { return kn_add_scalar_int(x, 3); }
+static kn_tensor *sub_si(kn_tensor *x) { return kn_sub_scalar_int(x, -5); }
+static kn_tensor *mul_si(kn_tensor *x) { return kn_mul_scalar_int(x, -2); }
+static kn_tensor *pow_si(kn_tensor *x) { return kn_pow_scalar_int(x, 4); }
 static kn_tensor *copy_layout(kn_tensor *x) { return kn_contiguous(x); }
 static kn_tensor *copy_same(kn_tensor *x) { return kn_cast(x, kn_dtype_of(x)); }
 /* Ops whose outputs carry no gradient: x + op(x) has the gradient of x alone. */
@@ -140,6 +150,15 @@ static void test_unary_ops(void) {
         U(pow_half, false, 0.5, 3),
         U(pow_neg, false, 0.5, 3),
         U(pow_zero, true, 0.1, 2),
+        U(pow_square, true, 0.1, 2),
+        U(pow_inv_square, true, 0.5, 2),
+        U(pow_inv, true, 0.5, 2),
+        U(pow_inv_sqrt, false, 0.5, 3),
+        U(pow_one, true, 0.1, 2),
+        U(add_si, false, -2, 2),
+        U(sub_si, false, -2, 2),
+        U(mul_si, false, -2, 2),
+        U(pow_si, true, 0.1, 2),
         U(copy_layout, false, -2, 2),
         U(copy_same, false, -2, 2),
         U(plus_sign, true, 0.1, 0.4), /* [0.1, 0.4] keeps clear of every step of these */
@@ -482,6 +501,7 @@ static void test_family_listed_in_grad_table(void) {
 #include "ops/defs/unary.def"
 #include "ops/defs/binary.def"
 #include "ops/defs/elementwise_backward.def"
+#include "ops/defs/scalar.def"
 #undef KN_OP
 #undef KN_UNARY
 #undef KN_BINARY

@@ -70,16 +70,36 @@ kn_tensor *kn_bitwise_xor(kn_tensor *a, kn_tensor *b);
 kn_tensor *kn_bitwise_left_shift(kn_tensor *a, kn_tensor *b);
 kn_tensor *kn_bitwise_right_shift(kn_tensor *a, kn_tensor *b);
 
-/* With a scalar operand, which (like a Python number) does not widen the tensor's dtype. */
+/* With a C number as operand, computed as PyTorch computes a tensor with a Python number, to
+ * the bit on f16, bf16, f32 and f64 (docs/semantics.md lists the exceptions: where PyTorch's
+ * vectorized loop takes pow from SLEEF or sqrt from MKL, kiln gives its scalar loop's value).
+ * A double is a float operand whatever its value (`x + 2.0`): a float tensor keeps its dtype,
+ * an integer or bool tensor gives f32. f16/bf16 tensors compute in f32 with the number in
+ * f32, except that add and sub round it to the tensor's dtype first, as PyTorch does.
+ * kn_sub_scalar of a bool tensor is an error (PyTorch refuses it too). */
 kn_tensor *kn_add_scalar(kn_tensor *a, double b);
 kn_tensor *kn_sub_scalar(kn_tensor *a, double b);
 kn_tensor *kn_mul_scalar(kn_tensor *a, double b);
 kn_tensor *kn_div_scalar(kn_tensor *a, double b);
+/* Exponents 0.5, -0.5, -1 are sqrt, rsqrt, reciprocal and 2, 3, -2 products rounded at each
+ * step (x*x*x), as in PyTorch, except on f16; any other exponent is pow, in f64 for f32
+ * tensors, in f32 with the exponent rounded to the dtype for f16 and bf16 (an exponent beyond
+ * that dtype's range is an error, as in PyTorch). */
 kn_tensor *kn_pow_scalar(kn_tensor *a, double b);
+/* An integer operand (`x + 2`): an integer tensor keeps its dtype, the number wrapped to it
+ * (int32 + 2**32 adds 0); bool gives i64; a float tensor keeps its dtype. kn_pow_scalar_int of an integer tensor refuses a negative exponent and,
+ * for i32, one above INT32_MAX (as PyTorch does). There is no div form: division is true
+ * division, kn_div_scalar. */
+kn_tensor *kn_add_scalar_int(kn_tensor *a, int64_t b);
+kn_tensor *kn_sub_scalar_int(kn_tensor *a, int64_t b);
+kn_tensor *kn_mul_scalar_int(kn_tensor *a, int64_t b);
+kn_tensor *kn_pow_scalar_int(kn_tensor *a, int64_t b);
 
 /* Ternary. */
 kn_tensor *kn_where(kn_tensor *cond, kn_tensor *a, kn_tensor *b);   /* cond ? a : b */
 kn_tensor *kn_lerp(kn_tensor *start, kn_tensor *end, kn_tensor *weight);
+/* start + weight (end - start) from the nearer end in one fused multiply-add, as PyTorch;
+ * the weight in f32 for f16/bf16/f32 tensors. */
 kn_tensor *kn_lerp_scalar(kn_tensor *start, kn_tensor *end, double weight);
 kn_tensor *kn_addcmul(kn_tensor *self, kn_tensor *t1, kn_tensor *t2, double value);
 kn_tensor *kn_addcdiv(kn_tensor *self, kn_tensor *t1, kn_tensor *t2, double value);

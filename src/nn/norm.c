@@ -100,7 +100,7 @@ kn_tensor *kn_nn_batch_norm2d_forward(kn_nn_batch_norm2d *n, kn_tensor *x) {
     kn_tensor *y = kn_batch_norm(x, n->running_mean, n->running_var, n->weight, n->bias, training, n->momentum, n->eps);
     if (y && training) {
         kn_scope_push();
-        kn_status st = nn_assign(n->num_batches_tracked, kn_add_scalar(n->num_batches_tracked, 1));
+        kn_status st = nn_assign(n->num_batches_tracked, kn_add_scalar_int(n->num_batches_tracked, 1));
         kn_scope_pop();
         if (st != KN_OK) kn_release(y), y = NULL;
     }

@@ -231,48 +231,10 @@ kn_tensor *kn_minimum_backward(kn_tensor *grad, kn_tensor *a, kn_tensor *b) {
     return backward3(KN_OP_minimum_backward, grad, a, b);
 }
 
-/* ---- scalar operands -------------------------------------------------------------------------- */
+/* ---- for the scalar-operand forms (ops/elementwise_scalar.c) ---------------------------------- */
 
-/* A 0-d tensor for a C number next to tensor a: a's dtype when that holds the number's kind,
- * else f32 (a float number with an integer tensor) or i64 (a number with a bool tensor). */
-static kn_tensor *scalar_for(kn_tensor *a, double v) {
-    kn_dtype d = a->dtype;
-    bool integral = v == floor(v) && fabs(v) < 9.2e18;
-    if (kn_dtype_is_float(d)) {
-    } else if (!integral) {
-        d = KN_F32;
-    } else if (d == KN_BOOL) {
-        d = KN_I64;
-    }
-    return kn_full_on(KN_SHAPE0, v, d, kn_device_of(a));
-}
-
-static kn_tensor *with_scalar(kn_tensor *(*op)(kn_tensor *, kn_tensor *), const char *name, kn_tensor *a, double v) {
-    if (!a) {
-        kn_error_null_input(name, 0);
-        return NULL;
-    }
-    kn_tensor *s = scalar_for(a, v);
-    kn_tensor *out = s ? op(a, s) : NULL;
-    kn_release(s);
-    return out;
-}
-
-kn_tensor *kn_add_scalar(kn_tensor *a, double b) { return with_scalar(kn_add, "add", a, b); }
-kn_tensor *kn_sub_scalar(kn_tensor *a, double b) { return with_scalar(kn_sub, "sub", a, b); }
-kn_tensor *kn_mul_scalar(kn_tensor *a, double b) { return with_scalar(kn_mul, "mul", a, b); }
-kn_tensor *kn_div_scalar(kn_tensor *a, double b) { return with_scalar(kn_div, "div", a, b); }
-kn_tensor *kn_pow_scalar(kn_tensor *a, double b) { return with_scalar(kn_pow, "pow", a, b); }
-
-kn_tensor *kn_lerp_scalar(kn_tensor *start, kn_tensor *end, double weight) {
-    if (!start) {
-        kn_error_null_input("lerp", 0);
-        return NULL;
-    }
-    kn_tensor *w = scalar_for(start, weight);
-    kn_tensor *out = w ? kn_lerp(start, end, w) : NULL;
-    kn_release(w);
-    return out;
+kn_tensor *kn_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, double a, double b) {
+    return elementwise(op, n_in, in, false, a, b);
 }
 
 /* ---- casts ------------------------------------------------------------------------------------ */

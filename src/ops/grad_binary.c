@@ -1,7 +1,8 @@
 /* Gradients of the binary and ternary elementwise ops, following PyTorch's definitions. The
  * node's inputs already have the output's shape and dtype (the API function cast and
  * expanded them, and those steps record their own backward), so nothing here broadcasts.
- * Scalar forms (kn_mul_scalar...) are the same nodes with a 0-d constant operand. */
+ * Scalar forms with an integer tensor (kn_add_scalar_int...) are the same nodes with a 0-d
+ * constant operand; on float tensors they are ops of their own (ops/grad_scalar.c). */
 #include "kiln/ops.h"
 #include "ops/grad.h"
 #include "ops/ops_internal.h"

@@ -13,7 +13,7 @@ static kn_tensor *flat_positions(const kn_grad_ctx *c, int n) {
     int64_t stride = 1;
     for (int k = n - 1; k >= 0; k--) {
         kn_tensor *i = kn_remainder(c->in[2 + k], kn_scalar((double)xs->v[k], KN_I64));
-        kn_tensor *term = stride == 1 ? i : kn_mul_scalar(i, (double)stride);
+        kn_tensor *term = stride == 1 ? i : kn_mul_scalar_int(i, stride);
         pos = pos ? kn_add(pos, term) : term;
         stride *= xs->v[k];
     }

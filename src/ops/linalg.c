@@ -1,4 +1,6 @@
 /* Matrix products: matmul's torch.matmul rules, and the forms built on it. */
+#include <math.h>
+
 #include "exec/dispatch.h"
 #include "kiln/ops.h"
 
@@ -93,6 +95,13 @@ kn_tensor *kn_bmm(kn_tensor *a, kn_tensor *b) {
     return matmul_nd(a, b, "bmm");
 }
 
+/* t * k for addmm: an integer tensor takes k truncated to an integer and stays integer, as in
+ * PyTorch's addmm (beta=2.7 scales by 2). */
+static kn_tensor *scaled(kn_tensor *t, double k) {
+    if (t && !kn_dtype_is_float(kn_dtype_of(t)) && fabs(k) < 0x1p63) return kn_mul_scalar_int(t, (int64_t)k);
+    return kn_mul_scalar(t, k);
+}
+
 kn_tensor *kn_addmm(kn_tensor *input, kn_tensor *a, kn_tensor *b, double beta, double alpha) {
     if (!input || !a || !b) {
         kn_error_null_input("addmm", !input ? 0 : !a ? 1 : 2);
@@ -104,8 +113,8 @@ kn_tensor *kn_addmm(kn_tensor *input, kn_tensor *a, kn_tensor *b, double beta, d
                              kn_describe(b, db, sizeof db));
     kn_scope_push();
     kn_tensor *mm = matmul_nd(a, b, "addmm");
-    kn_tensor *lhs = beta == 1 ? input : kn_mul_scalar(input, beta);
-    kn_tensor *rhs = alpha == 1 ? mm : kn_mul_scalar(mm, alpha);
+    kn_tensor *lhs = beta == 1 ? input : scaled(input, beta);
+    kn_tensor *rhs = alpha == 1 ? mm : scaled(mm, alpha);
     /* beta = 0 ignores input, NaN included, as BLAS and PyTorch do. */
     kn_tensor *out = beta == 0 ? rhs : kn_add(lhs, rhs);
     if (out && kn_ndim(out) != 2) {

@@ -3,6 +3,7 @@
 #define KILN_OPS_OPS_INTERNAL_H
 
 #include "kiln/tensor.h"
+#include "ops/op_table.h"
 
 /* Creation on an explicit device (the public forms use the default device). */
 kn_tensor *kn_full_on(kn_shape shape, double value, kn_dtype dtype, kn_device device);
@@ -15,5 +16,9 @@ bool kn_normalize_dims(const char *op, kn_shape dims, int ndim, kn_shape *out);
 /* PyTorch's result_type of n tensors: dimensioned operands decide unless a 0-d operand is of
  * a higher category (bool < int < float). */
 kn_dtype kn_result_dtype(kn_tensor *const *in, int n);
+
+/* Elementwise op `op` of the table over n_in (at most 3) inputs, promoted and broadcast, with
+ * attributes a and b (ops/elementwise.c). */
+kn_tensor *kn_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, double a, double b);
 
 #endif

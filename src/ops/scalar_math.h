@@ -123,8 +123,16 @@ static inline double kn_pow_double(double x, double y, int *bad) { (void)bad; re
 #define kn_pow(x, y, bad) \
     _Generic((x), float: kn_pow_float, double: kn_pow_double, int32_t: kn_pow_int32_t, int64_t: kn_pow_int64_t)(x, y, bad)
 
-/* torch.lerp's formula: exact at both ends. */
-#define kn_lerp(x, y, w) ((w) < KC(0.5) ? (x) + (w) * ((y) - (x)) : (y) - ((y) - (x)) * (KC(1) - (w)))
+/* a * b + c, rounded once for floats: PyTorch's CPU kernels fuse these (lerp explicitly,
+ * addcmul by the compiler), so kiln spells the fused multiply-add where they have one. */
+static inline int32_t kn_fma_i32(int32_t a, int32_t b, int32_t c) { return a * b + c; }
+static inline int64_t kn_fma_i64(int64_t a, int64_t b, int64_t c) { return a * b + c; }
+#define kn_fma(a, b, c) _Generic((a), float: fmaf, double: fma, int32_t: kn_fma_i32, int64_t: kn_fma_i64)(a, b, c)
+
+/* torch.lerp's formula as its CPU kernel computes it (lerp_vec): from the nearer end, with
+ * |w| < 0.5 choosing start, in one fused multiply-add; exact at both ends. */
+#define kn_lerp(x, y, w) \
+    (kn_abs(w) < KC(0.5) ? kn_fma((w), (y) - (x), (x)) : kn_fma((w) - KC(1), (y) - (x), (y)))
 
 /* Derivatives of the activations, for the backward ops (defs/elementwise_backward.def).
  * Branch-free and always inlined (too big for the compiler to inline by itself), so that

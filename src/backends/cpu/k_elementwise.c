@@ -115,6 +115,7 @@
 #include "ops/defs/unary.def"
 #include "ops/defs/binary.def"
 #include "ops/defs/elementwise_backward.def"
+#include "ops/defs/scalar.def"
 #undef KN_UNARY
 #undef KN_BINARY
 #undef KN_TERNARY
@@ -126,6 +127,7 @@ const kn_kernel_reg kn_cpu_kernels_elementwise[] = {
 #include "ops/defs/unary.def"
 #include "ops/defs/binary.def"
 #include "ops/defs/elementwise_backward.def"
+#include "ops/defs/scalar.def"
 #undef KN_UNARY
 #undef KN_BINARY
 #undef KN_TERNARY
