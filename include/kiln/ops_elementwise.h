@@ -99,7 +99,8 @@ kn_tensor *kn_addcdiv(kn_tensor *self, kn_tensor *t1, kn_tensor *t2, double valu
  * gradient; the result is the gradient of the input named in the comment. */
 kn_tensor *kn_relu_backward(kn_tensor *grad, kn_tensor *out);     /* out = relu(x); 0 at x = 0 */
 kn_tensor *kn_leaky_relu_backward(kn_tensor *grad, kn_tensor *x, double negative_slope);
-kn_tensor *kn_clamp_backward(kn_tensor *grad, kn_tensor *x, double min, double max); /* grad where min <= x <= max */
+/* grad where min < x < max (an infinite bound: no bound), else 0 (at a bound too: PyTorch 2.15) */
+kn_tensor *kn_clamp_backward(kn_tensor *grad, kn_tensor *x, double min, double max);
 kn_tensor *kn_softplus_backward(kn_tensor *grad, kn_tensor *x, double beta, double threshold);
 kn_tensor *kn_sigmoid_backward(kn_tensor *grad, kn_tensor *out);  /* out = sigmoid(x) */
 kn_tensor *kn_tanh_backward(kn_tensor *grad, kn_tensor *out);     /* out = tanh(x) */

@@ -229,7 +229,7 @@ kn_tensor *kn_leaky_relu_backward(kn_tensor *grad, kn_tensor *x, double negative
     return backward2(KN_OP_leaky_relu_backward, grad, x, negative_slope, 0);
 }
 kn_tensor *kn_clamp_backward(kn_tensor *grad, kn_tensor *x, double min, double max) {
-    return backward2(KN_OP_clamp_backward, grad, x, isnan(min) ? -INFINITY : min, isnan(max) ? INFINITY : max);
+    return backward2(KN_OP_clamp_backward, grad, x, min, max);
 }
 kn_tensor *kn_softplus_backward(kn_tensor *grad, kn_tensor *x, double beta, double threshold) {
     return backward2(KN_OP_softplus_backward, grad, x, beta, threshold);

@@ -81,6 +81,11 @@ static inline uint8_t kn_signum_b(uint8_t x) { return x; }
     _Generic((x), float: kn_signum_f, double: kn_signum_d, int32_t: kn_signum_i, int64_t: kn_signum_i, \
              uint8_t: kn_signum_b)(x)
 
+/* Whether clamp(y, a, b) passes y's gradient, as PyTorch 2.15's clamp_backward decides: y strictly
+ * inside each bound, or that side unbounded (+-inf); never at a bound, a NaN y or a NaN bound. */
+#define kn_clamp_passes(y, a, b) \
+    (((y) == (y)) & (((y) > (a)) | ((a) == -(kn_ct)INFINITY)) & (((y) < (b)) | ((b) == (kn_ct)INFINITY)))
+
 /* Predicates that are false for integers. */
 static inline int kn_isinf_f(float x) { return x == INFINITY || x == -INFINITY; }
 static inline int kn_isinf_d(double x) { return x == INFINITY || x == -INFINITY; }
