@@ -13,7 +13,7 @@ extern "C" {
 /* Unary. */
 kn_tensor *kn_neg(kn_tensor *x);
 kn_tensor *kn_abs(kn_tensor *x);
-kn_tensor *kn_sign(kn_tensor *x);
+kn_tensor *kn_sign(kn_tensor *x);       /* -1, 0 or 1; 0 for NaN; bool stays bool (itself) */
 kn_tensor *kn_exp(kn_tensor *x);
 kn_tensor *kn_expm1(kn_tensor *x);
 kn_tensor *kn_log(kn_tensor *x);
@@ -33,12 +33,19 @@ kn_tensor *kn_gelu_tanh(kn_tensor *x);   /* tanh approximation (GPT-2's gelu_new
 kn_tensor *kn_silu(kn_tensor *x);
 kn_tensor *kn_softplus(kn_tensor *x, double beta, double threshold);  /* torch: beta 1, threshold 20 */
 kn_tensor *kn_erf(kn_tensor *x);
+/* Rounding to integral values; an integer tensor is returned unchanged (same dtype), bool is
+ * refused (as PyTorch does). */
 kn_tensor *kn_floor(kn_tensor *x);
 kn_tensor *kn_ceil(kn_tensor *x);
 kn_tensor *kn_round(kn_tensor *x);       /* halves to even */
 kn_tensor *kn_trunc(kn_tensor *x);
-/* Clamp to [min, max]; pass -INFINITY or INFINITY for a one-sided clamp. NaN stays NaN. */
+/* PyTorch's clamp, min(max(x, min), max): pass -INFINITY or INFINITY for a one-sided clamp.
+ * A NaN in x or in a bound gives NaN; min > max gives max everywhere. The bounds are floats,
+ * so an integer or bool tensor is clamped in f32 (PyTorch's `clamp(int_tensor, 0.5)`). */
 kn_tensor *kn_clamp(kn_tensor *x, double min, double max);
+/* Clamp with integer bounds (INT64_MIN / INT64_MAX for no bound on that side): an integer
+ * tensor keeps its dtype, bool becomes i64, a float tensor is clamped as by kn_clamp. */
+kn_tensor *kn_clamp_int(kn_tensor *x, int64_t min, int64_t max);
 kn_tensor *kn_bitwise_not(kn_tensor *x);
 kn_tensor *kn_logical_not(kn_tensor *x);
 kn_tensor *kn_isnan(kn_tensor *x);
@@ -46,14 +53,17 @@ kn_tensor *kn_isinf(kn_tensor *x);
 kn_tensor *kn_isfinite(kn_tensor *x);
 
 /* Binary. */
-kn_tensor *kn_add(kn_tensor *a, kn_tensor *b);
-kn_tensor *kn_sub(kn_tensor *a, kn_tensor *b);
-kn_tensor *kn_mul(kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_add(kn_tensor *a, kn_tensor *b);          /* of two bools: or (bool) */
+kn_tensor *kn_sub(kn_tensor *a, kn_tensor *b);          /* refuses two bools, as PyTorch does */
+kn_tensor *kn_mul(kn_tensor *a, kn_tensor *b);          /* of two bools: and (bool) */
 kn_tensor *kn_div(kn_tensor *a, kn_tensor *b);          /* true division */
-kn_tensor *kn_floor_divide(kn_tensor *a, kn_tensor *b); /* rounds toward -inf */
+/* Python's a // b (PyTorch's algorithm for floats: inf // finite is NaN, x // 0 is x / 0). */
+kn_tensor *kn_floor_divide(kn_tensor *a, kn_tensor *b);
 kn_tensor *kn_remainder(kn_tensor *a, kn_tensor *b);    /* takes the divisor's sign */
+/* Integers to a negative power give 1 for base 1, +-1 for base -1 and 0 otherwise (PyTorch). */
 kn_tensor *kn_pow(kn_tensor *a, kn_tensor *b);
-kn_tensor *kn_maximum(kn_tensor *a, kn_tensor *b);      /* NaN propagates */
+/* NaN propagates; of -0.0 and 0.0 the first operand; of two bools: or (maximum), and (minimum). */
+kn_tensor *kn_maximum(kn_tensor *a, kn_tensor *b);
 kn_tensor *kn_minimum(kn_tensor *a, kn_tensor *b);
 kn_tensor *kn_eq(kn_tensor *a, kn_tensor *b);
 kn_tensor *kn_ne(kn_tensor *a, kn_tensor *b);
@@ -97,6 +107,7 @@ kn_tensor *kn_pow_scalar_int(kn_tensor *a, int64_t b);
 
 /* Ternary. */
 kn_tensor *kn_where(kn_tensor *cond, kn_tensor *a, kn_tensor *b);   /* cond ? a : b */
+/* lerp and addcmul round once (a fused multiply-add), as PyTorch's CPU kernels do. */
 kn_tensor *kn_lerp(kn_tensor *start, kn_tensor *end, kn_tensor *weight);
 /* start + weight (end - start) from the nearer end in one fused multiply-add, as PyTorch;
  * the weight in f32 for f16/bf16/f32 tensors. */
@@ -108,7 +119,8 @@ kn_tensor *kn_addcdiv(kn_tensor *self, kn_tensor *t1, kn_tensor *t2, double valu
  * gradient; the result is the gradient of the input named in the comment. */
 kn_tensor *kn_relu_backward(kn_tensor *grad, kn_tensor *out);     /* out = relu(x); 0 at x = 0 */
 kn_tensor *kn_leaky_relu_backward(kn_tensor *grad, kn_tensor *x, double negative_slope);
-kn_tensor *kn_clamp_backward(kn_tensor *grad, kn_tensor *x, double min, double max); /* grad where min <= x <= max */
+/* grad where min < x < max (an infinite bound: no bound), else 0 (at a bound too: PyTorch 2.15) */
+kn_tensor *kn_clamp_backward(kn_tensor *grad, kn_tensor *x, double min, double max);
 kn_tensor *kn_softplus_backward(kn_tensor *grad, kn_tensor *x, double beta, double threshold);
 kn_tensor *kn_sigmoid_backward(kn_tensor *grad, kn_tensor *out);  /* out = sigmoid(x) */
 kn_tensor *kn_tanh_backward(kn_tensor *grad, kn_tensor *out);     /* out = tanh(x) */

@@ -153,9 +153,35 @@ kn_tensor *kn_softplus(kn_tensor *x, double beta, double threshold) {
     return elementwise(KN_OP_softplus, 1, &x, false, beta, threshold);
 }
 
+/* PyTorch's clamp with float bounds: min(max(x, min), max), so a NaN bound gives NaN and
+ * min > max gives max; integer and bool tensors compute in f32 (a float operand's promotion). */
 kn_tensor *kn_clamp(kn_tensor *x, double min, double max) {
-    if (min > max) return kn_error_null(KN_ERR_ARG, "clamp: min %g is above max %g", min, max);
-    return elementwise(KN_OP_clamp, 1, &x, false, isnan(min) ? -INFINITY : min, isnan(max) ? INFINITY : max);
+    return elementwise(KN_OP_clamp, 1, &x, false, min, max);
+}
+
+/* A 0-d tensor of integer dtype d holding v, saturated to d's range (exact: no double). */
+static kn_tensor *int_bound(int64_t v, kn_dtype d, kn_device device) {
+    if (d == KN_I32) {
+        int32_t w = v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : (int32_t)v;
+        return kn_from_host(&w, KN_I32, KN_SHAPE0, device);
+    }
+    return kn_from_host(&v, KN_I64, KN_SHAPE0, device);
+}
+
+/* PyTorch's clamp with integer bounds: an integer tensor keeps its dtype (bool becomes i64),
+ * a float tensor is clamped as by kn_clamp. Built from maximum and minimum, which take the
+ * bounds exactly where the clamp op's double attributes could not (|bound| > 2^53). */
+kn_tensor *kn_clamp_int(kn_tensor *x, int64_t min, int64_t max) {
+    if (!x) {
+        kn_error_null_input("clamp_int", 0);
+        return NULL;
+    }
+    if (kn_dtype_is_float(x->dtype))
+        return kn_clamp(x, min == INT64_MIN ? -INFINITY : (double)min, max == INT64_MAX ? INFINITY : (double)max);
+    kn_dtype d = x->dtype == KN_BOOL ? KN_I64 : x->dtype;
+    kn_scope_push();
+    kn_tensor *lo = int_bound(min, d, kn_device_of(x)), *hi = int_bound(max, d, kn_device_of(x));
+    return kn_scope_pop_keep(kn_minimum(kn_maximum(x, lo), hi));
 }
 
 /* ---- ternary ---------------------------------------------------------------------------- */
@@ -203,7 +229,7 @@ kn_tensor *kn_leaky_relu_backward(kn_tensor *grad, kn_tensor *x, double negative
     return backward2(KN_OP_leaky_relu_backward, grad, x, negative_slope, 0);
 }
 kn_tensor *kn_clamp_backward(kn_tensor *grad, kn_tensor *x, double min, double max) {
-    return backward2(KN_OP_clamp_backward, grad, x, isnan(min) ? -INFINITY : min, isnan(max) ? INFINITY : max);
+    return backward2(KN_OP_clamp_backward, grad, x, min, max);
 }
 kn_tensor *kn_softplus_backward(kn_tensor *grad, kn_tensor *x, double beta, double threshold) {
     return backward2(KN_OP_softplus_backward, grad, x, beta, threshold);

@@ -36,7 +36,7 @@ static kn_status bag_of(const kn_grad_ctx *c, int64_t n, int64_t B, kn_dtype dt,
     kn_tensor *inside = kn_gt(started, kn_scalar(0, KN_I64));
     if (c->attrs->i[1])
         inside = kn_logical_and(inside, kn_lt(kn_arange(0, (double)n, 1, KN_I64), kn_narrow(offsets, 0, B, 1)));
-    *bag = kn_clamp(kn_sub_scalar_int(started, 1), 0, (double)(B - 1));
+    *bag = kn_clamp_int(kn_sub_scalar_int(started, 1), 0, B - 1);
     *in_bag = kn_cast(inside, dt);
     return *bag && *in_bag ? KN_OK : kn_last_status();
 }

@@ -28,10 +28,15 @@
 #define kn_cos(x) KN_FLOAT_GENERIC(x, kn_cosf, cos)
 #define kn_tanh(x) KN_FLOAT_GENERIC(x, kn_tanhf, tanh)
 #define kn_erf(x) KN_FLOAT_GENERIC(x, kn_erff, erf)
-#define kn_floor(x) KN_FLOAT_GENERIC(x, floorf, floor)
-#define kn_ceil(x) KN_FLOAT_GENERIC(x, ceilf, ceil)
-#define kn_rint(x) KN_FLOAT_GENERIC(x, rintf, rint) /* halves to even in the default rounding mode */
-#define kn_trunc(x) KN_FLOAT_GENERIC(x, truncf, trunc)
+/* Rounding to an integer: integers are their own value (PyTorch keeps their dtype). */
+static inline int32_t kn_self_i32(int32_t x) { return x; }
+static inline int64_t kn_self_i64(int64_t x) { return x; }
+#define KN_ROUNDING_GENERIC(x, ff, df) \
+    _Generic((x), float: ff, double: df, int32_t: kn_self_i32, int64_t: kn_self_i64)(x)
+#define kn_floor(x) KN_ROUNDING_GENERIC(x, floorf, floor)
+#define kn_ceil(x) KN_ROUNDING_GENERIC(x, ceilf, ceil)
+#define kn_rint(x) KN_ROUNDING_GENERIC(x, rintf, rint) /* halves to even in the default rounding mode */
+#define kn_trunc(x) KN_ROUNDING_GENERIC(x, truncf, trunc)
 #define kn_sigmoid(x) KN_FLOAT_GENERIC(x, kn_sigmoidf, kn_sigmoid_f64)
 
 static inline double kn_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -47,6 +52,39 @@ static inline double kn_softplus_f64(double x, double a, double b) { return x * 
 static inline int32_t kn_abs_i32(int32_t x) { return x < 0 ? (int32_t)(0u - (uint32_t)x) : x; }
 static inline int64_t kn_abs_i64(int64_t x) { return x < 0 ? (int64_t)(0ull - (uint64_t)x) : x; }
 #define kn_abs(x) _Generic((x), float: fabsf, double: fabs, int32_t: kn_abs_i32, int64_t: kn_abs_i64)(x)
+
+/* PyTorch's maximum and minimum (and clamp, their composition): NaN if either operand is NaN;
+ * of equal operands (-0.0 and 0.0) the first, as PyTorch's scalar loop gives (its vectorized
+ * loop, for longer tensors, gives the second). */
+#define KN_MIN_MAX(T)                                                                     \
+    static inline T kn_max_or_nan_##T(T x, T y) { return ((x < y) | (y != y)) ? y : x; } \
+    static inline T kn_min_or_nan_##T(T x, T y) { return ((y < x) | (y != y)) ? y : x; }
+KN_MIN_MAX(float)
+KN_MIN_MAX(double)
+KN_MIN_MAX(int32_t)
+KN_MIN_MAX(int64_t)
+KN_MIN_MAX(uint8_t)
+#undef KN_MIN_MAX
+#define kn_max_or_nan(x, y)                                                                             \
+    _Generic((x), float: kn_max_or_nan_float, double: kn_max_or_nan_double, int32_t: kn_max_or_nan_int32_t, \
+             int64_t: kn_max_or_nan_int64_t, uint8_t: kn_max_or_nan_uint8_t)(x, y)
+#define kn_min_or_nan(x, y)                                                                             \
+    _Generic((x), float: kn_min_or_nan_float, double: kn_min_or_nan_double, int32_t: kn_min_or_nan_int32_t, \
+             int64_t: kn_min_or_nan_int64_t, uint8_t: kn_min_or_nan_uint8_t)(x, y)
+
+/* PyTorch's sign: -1, 0 or 1, and 0 for NaN; a bool is its own sign. */
+static inline float kn_signum_f(float x) { return (float)((x > 0) - (x < 0)); }
+static inline double kn_signum_d(double x) { return (double)((x > 0) - (x < 0)); }
+static inline int64_t kn_signum_i(int64_t x) { return (x > 0) - (x < 0); }
+static inline uint8_t kn_signum_b(uint8_t x) { return x; }
+#define kn_signum(x)                                                                                     \
+    _Generic((x), float: kn_signum_f, double: kn_signum_d, int32_t: kn_signum_i, int64_t: kn_signum_i, \
+             uint8_t: kn_signum_b)(x)
+
+/* Whether clamp(y, a, b) passes y's gradient, as PyTorch 2.15's clamp_backward decides: y strictly
+ * inside each bound, or that side unbounded (+-inf); never at a bound, a NaN y or a NaN bound. */
+#define kn_clamp_passes(y, a, b) \
+    (((y) == (y)) & (((y) > (a)) | ((a) == -(kn_ct)INFINITY)) & (((y) < (b)) | ((b) == (kn_ct)INFINITY)))
 
 /* Predicates that are false for integers. */
 static inline int kn_isinf_f(float x) { return x == INFINITY || x == -INFINITY; }
@@ -89,8 +127,23 @@ static inline uint8_t kn_shr_u8(uint8_t x, uint8_t y) { return y ? 0 : x; }
     }
 KN_INT_DIVMOD(int32_t, INT32_MIN)
 KN_INT_DIVMOD(int64_t, INT64_MIN)
-static inline float kn_floordiv_float(float x, float y, int *bad) { (void)bad; return floorf(x / y); }
-static inline double kn_floordiv_double(double x, double y, int *bad) { (void)bad; return floor(x / y); }
+/* Float floor division is PyTorch's (c10's div_floor_floating, after CPython): (x - fmod(x, y)) / y,
+ * corrected to the floor, so that x == floordiv * y + remainder holds as closely as rounding
+ * allows; x / y for y == 0, NaN for an infinite x, and the sign of x / y on a zero quotient. */
+#define KN_FLOAT_FLOORDIV(T, FMOD, FLOOR, COPYSIGN)               \
+    static inline T kn_floordiv_##T(T x, T y, int *bad) {          \
+        (void)bad;                                                 \
+        if (y == 0) return x / y;                                  \
+        T mod = FMOD(x, y);                                        \
+        T div = (x - mod) / y;                                     \
+        if (mod != 0 && (y < 0) != (mod < 0)) div -= 1;            \
+        if (div == 0) return COPYSIGN(0, x / y);                   \
+        T fl = FLOOR(div);                                         \
+        return div - fl > (T)0.5 ? fl + 1 : fl;                    \
+    }
+KN_FLOAT_FLOORDIV(float, fmodf, floorf, copysignf)
+KN_FLOAT_FLOORDIV(double, fmod, floor, copysign)
+#undef KN_FLOAT_FLOORDIV
 static inline float kn_remainder_float(float x, float y, int *bad) {
     (void)bad;
     float r = fmodf(x, y);
@@ -108,10 +161,12 @@ static inline double kn_remainder_double(double x, double y, int *bad) {
     _Generic((x), float: kn_remainder_float, double: kn_remainder_double, int32_t: kn_remainder_int32_t, \
              int64_t: kn_remainder_int64_t)(x, y, bad)
 
-/* Integer powers by squaring; a negative exponent is a domain error for integers. */
+/* Integer powers by squaring (wrapping as PyTorch's do). A negative exponent gives what
+ * PyTorch gives: 1 for base 1, +-1 for base -1 (by the exponent's parity), else 0 (0 too). */
 #define KN_INT_POW(T)                                                                  \
     static inline T kn_pow_##T(T x, T y, int *bad) {                                   \
-        if (y < 0) { *bad = 1; return 0; }                                             \
+        (void)bad;                                                                     \
+        if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;               \
         uint64_t r = 1, b = (uint64_t)x;                                               \
         for (T e = y; e; e >>= 1) { if (e & 1) r *= b; b *= b; }                       \
         return (T)r;                                                                   \

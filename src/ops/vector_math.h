@@ -114,7 +114,8 @@ KN_VM_INLINE float kn_expm1f(float x) {
     float t = kn_vm_float((uint32_t)(n - 1 + 127) << 23);
     float y = 2.0f * KN_VM_FMA(t, u, t - 0.5f);
     y = kn_vm_sel(x >= 88.72283935546875f, KN_VM_INF, y);
-    return kn_vm_sel(x == 0.0f, x, y); /* keeps -0 */
+    /* Below 2^-24, e^x - 1 rounds to x (keeping -0 and the subnormals the halving t*u loses). */
+    return kn_vm_sel(kn_vm_abs(x) < 0x1p-24f, x, y);
 }
 
 /* log(1 + f) - f + f^2/2 given f in [sqrt(1/2) - 1, sqrt(2) - 1] (fdlibm's logf kernel):

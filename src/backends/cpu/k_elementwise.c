@@ -99,7 +99,7 @@
         if (!fn) return kn_error(KN_ERR_INTERNAL, #name ": no CPU loop for %s",                  \
                                  kn_dtype_name(n->in[n->n_in - 1]->dtype));                      \
         if (kn_ew_run(n, fn))                                                                    \
-            return kn_error(KN_ERR_ARG, #name ": integer division by zero or negative integer power"); \
+            return kn_error(KN_ERR_ARG, #name ": integer division by zero"); \
         return KN_OK;                                                                            \
     }
 

@@ -17,7 +17,7 @@ static kn_status fused_kernel(kn_node *n) {
                                kn_cpu_threads_for(L->numel * L->n_steps))
                        : 0;
     if (bad & 2) return kn_error(KN_ERR_OOM, "fused kernel %s: out of host memory for partial results", L->desc);
-    if (bad) return kn_error(KN_ERR_ARG, "fused kernel %s: integer division by zero or negative integer power", L->desc);
+    if (bad) return kn_error(KN_ERR_ARG, "fused kernel %s: integer division by zero", L->desc);
     return KN_OK;
 }
 
