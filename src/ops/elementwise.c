@@ -58,6 +58,9 @@ static kn_tensor *elementwise(kn_op_id op, int n_in, kn_tensor *const *in, bool 
         if (!in[i]) return elementwise_checked(op, n_in, in, bool_out, a, b); /* reports the NULL */
         any_bool |= in[i]->dtype == KN_BOOL;
     }
+    if (any_bool && op == KN_OP_sub) /* PyTorch refuses it too: usually a mask inverted by mistake */
+        return kn_error_null(KN_ERR_DTYPE, "sub: a bool operand is refused (as in PyTorch); to invert a mask use "
+                                           "logical_not, or cast it first");
     kn_dtype promoted = kn_result_dtype(in, n_in);
     if (!any_bool || promoted == KN_BOOL || n_in > 3) return elementwise_checked(op, n_in, in, bool_out, a, b);
     kn_tensor *cast[3] = {NULL, NULL, NULL};
