@@ -133,8 +133,8 @@ static kn_tensor *pow_float(kn_tensor *x, double e) {
     double r = d == KN_BF16 ? round_to(e, d) : e;
     if (d != KN_F16 && (r == 2 || r == 3 || r == -2)) {
         kn_tensor *sq = kn_mul(x, x);
-        out = r == 2 ? kn_retain(sq) : r == 3 ? kn_mul(sq, x) : kn_reciprocal(sq);
-        kn_release(sq);
+        out = r == 2 ? sq : r == 3 ? kn_mul(sq, x) : kn_reciprocal(sq);
+        if (out != sq) kn_release(sq);
         kn_release(x);
         return out;
     }

@@ -21,9 +21,10 @@
 
 /* Generated code is built without kiln's sanitizers even in a sanitized build: it is loaded
  * with dlopen, and needs no instrumentation to be correct. Like the library, it contracts no
- * multiply-adds, so that it rounds as the eager kernels do with either compiler. */
+ * multiply-adds, so that it rounds as the eager kernels do with either compiler, and its
+ * integer arithmetic wraps as theirs does. */
 static const char *const flags[] = {
-    "-std=c17", "-O3", "-fno-math-errno", "-ffp-contract=off", "-fPIC", "-shared", "-fopenmp",
+    "-std=c17", "-O3", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-fPIC", "-shared", "-fopenmp",
 #ifdef KILN_JIT_MARCH_NATIVE
     "-march=native",
 #endif
