@@ -27,7 +27,8 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open('$OUT/kiln-$mode.jsonl')][$WARMUP:]
 ms = [r['ms'] for r in rows]
 print(json.dumps({'runtime': 'kiln', 'mode': '$mode', 'ms_median': round(statistics.median(ms), 1),
-                  'tokens_per_s': round(256 / statistics.median(ms) * 1e3, 1)}))" | tee "$OUT/kiln-$mode.json"
+                  'tokens_per_s': round(256 / statistics.median(ms) * 1e3, 1),
+                  'peak_mib': round(max(r['peak_mib'] for r in rows), 1)}))" | tee "$OUT/kiln-$mode.json"
 done
 python3 "$HERE/gpt2_step_torch.py" --warmup "$WARMUP" --steps "$STEPS" | tee "$OUT/torch.json"
 if [ -n "${LLMC_DIR:-}" ]; then

@@ -471,16 +471,20 @@ static void test_adder_learns(void) {
     snprintf(log, sizeof log, "%s/adder.jsonl", tmp);
     CHECK(run((const char *[]){"train", "adder", "--steps", "250", "--log", log, NULL}) == 0);
     CHECK(output_has("accuracy"));
-    double loss[MAX_LOG * 4] = {0};
+    double loss[MAX_LOG * 4] = {0}, min_peak = INFINITY;
     int n = 0;
     char *text = read_text_file(log);
     for (char *line = text ? strtok(text, "\n") : NULL; line && n < MAX_LOG * 4; line = strtok(NULL, "\n")) {
         cJSON *o = cJSON_Parse(line);
         loss[n++] = cJSON_GetObjectItem(o, "loss")->valuedouble;
+        const cJSON *peak = cJSON_GetObjectItem(o, "peak_mib");
+        min_peak = fmin(min_peak, cJSON_IsNumber(peak) ? peak->valuedouble : -1);
         cJSON_Delete(o);
     }
     free(text);
     CHECK_MSG(n == 250 && loss[n - 1] < 0.5 * loss[0], "loss %.4f -> %.4f over %d steps", loss[0], loss[n - 1], n);
+    /* every step holds its activations: a peak of zero (or none) would mean it was not measured */
+    CHECK_MSG(min_peak > 0, "a step logged peak_mib %.3f", min_peak);
 }
 
 int main(int argc, char **argv) {

@@ -60,11 +60,11 @@ FILE *train_log_open(const char *path, int64_t start) {
 }
 
 kn_status train_log_step(FILE *log, const char *path, int64_t step, double loss, double lr, double grad_norm,
-                         double ms, double tokens_per_s) {
+                         double ms, double tokens_per_s, double peak_mib) {
     if (fprintf(log,
                 "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.3f, "
-                "\"tokens_per_s\": %.1f}\n",
-                (long long)step, loss, lr, grad_norm, ms, tokens_per_s) < 0 ||
+                "\"tokens_per_s\": %.1f, \"peak_mib\": %.6g}\n",
+                (long long)step, loss, lr, grad_norm, ms, tokens_per_s, peak_mib) < 0 ||
         fflush(log) != 0)
         return log_error(path, "writing failed");
     return KN_OK;

@@ -126,6 +126,15 @@ static int end_of_run(const train_options *o, const train_job *job) {
     return 0;
 }
 
+/* The most the device's tensors held at once since the last call (the step's peak); the
+ * peak then restarts from what is held now. */
+static double step_peak_mib(void) {
+    kn_memory_stats ms;
+    if (kn_memory_stats_get(kn_default_device(), &ms) != KN_OK) return 0; /* not reached: the device ran the step */
+    kn_memory_reset_peak(kn_default_device());
+    return (double)ms.peak_allocated_bytes / (1 << 20);
+}
+
 int train_run(const train_options *o, const train_job *job, double *final_loss) {
     kn_optimizer *opt = make_optimizer(o, job);
     if (!opt) return fail("optimizer");
@@ -161,6 +170,7 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
         rc = end_of_run(o, job);
         goto done;
     }
+    kn_memory_reset_peak(kn_default_device()); /* the first step's peak leaves set-up out */
     double t_run = now_ms();
     for (int64_t step = start; step < o->steps; step++) {
         double t0 = now_ms(), lr = kn_lr_at(&sched, step), grad_norm = NAN;
@@ -175,7 +185,7 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
         }
         if (job->losses) job->losses[step] = loss;
         double ms = now_ms() - t0, tok_s = job->tokens_per_micro * o->grad_accum / (ms / 1e3);
-        if (log && train_log_step(log, o->log_path, step, loss, lr, grad_norm, ms, tok_s) != KN_OK) {
+        if (log && train_log_step(log, o->log_path, step, loss, lr, grad_norm, ms, tok_s, step_peak_mib()) != KN_OK) {
             rc = fail("--log");
             break;
         }
