@@ -1,5 +1,5 @@
-/* Recording history: autograd's interposer sees every op the dispatcher records, and the view
- * functions call kn_ag_record_view. */
+/* Recording history: autograd's interposer sees every op the dispatcher records and every
+ * view the view functions make. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -175,4 +175,5 @@ const kn_interposer kn_ag_interposer = {
     .modes = KN_ALL_MODES,
     .record = interpose_record,
     .done = interpose_done,
+    .view = kn_ag_record_view,
 };

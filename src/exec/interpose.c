@@ -49,6 +49,14 @@ kn_status kn_interpose_done(kn_mode mode, void **state, kn_status st, kn_tensor 
     return st;
 }
 
+kn_status kn_interpose_view(kn_tensor *t, kn_tensor *v, const struct kn_view_rec *rec) {
+    const active_list *a = &active[kn_get_mode()];
+    kn_status st = KN_OK;
+    for (int i = 0; i < a->n && st == KN_OK; i++)
+        if (a->ip[i]->view) st = a->ip[i]->view(t, v, rec);
+    return st;
+}
+
 /* exec's own interposers; layers above register theirs the same way. */
 __attribute__((constructor)) static void register_builtin(void) {
     (void)kn_interposer_register(&kn_shadow_interposer); /* cannot fail: the list starts empty */

@@ -23,6 +23,9 @@
  *     every case and returns the status to pass on: st, or its own error where st is KN_OK.
  *     outs are the handles the caller gets (for an in-place op, the tensors it wrote); they
  *     hold values here only under a scheduler that runs nodes at once (debug).
+ * Views record no node (they share their input's storage); view(t, v, rec) runs for every
+ * interposer that has it when view v of t is made, in list order, and an error fails the
+ * view (autograd records the view's geometry here).
  *
  * Order: by `order`, lowest first (KN_ORDER_*); registration happens before the first op
  * (exec's own interposers are built in; a layer above registers from a constructor), and the
@@ -32,6 +35,8 @@
 #define KILN_EXEC_INTERPOSE_H
 
 #include "backends/backend.h"
+
+struct kn_view_rec; /* ops/grad.h: how a view maps onto its input */
 
 /* Where each interposer sits. Autograd records first, so that a refusal by a check leaves no
  * history and history is attached after every check has passed. */
@@ -53,6 +58,7 @@ typedef struct kn_interposer {
     uint32_t modes; /* KN_MODE_BIT of each mode it is active in */
     kn_status (*record)(const kn_node *n, const kn_backend *b, void **state);
     kn_status (*done)(void *state, kn_status st, kn_tensor *const *outs, int n_out);
+    kn_status (*view)(kn_tensor *t, kn_tensor *v, const struct kn_view_rec *rec); /* may be NULL */
 } kn_interposer;
 
 /* Adds ip to the list (KN_ERR_ARG when the list is full or ip is there already). */
@@ -64,6 +70,8 @@ kn_status kn_interposer_register(const kn_interposer *ip);
  * returns the op's final status. */
 kn_status kn_interpose_record(kn_mode mode, const kn_node *n, const kn_backend *b, void **state, bool *any);
 kn_status kn_interpose_done(kn_mode mode, void **state, kn_status st, kn_tensor *const *outs, int n_out);
+/* The view functions' call: every view callback, in order; the first error. */
+kn_status kn_interpose_view(kn_tensor *t, kn_tensor *v, const struct kn_view_rec *rec);
 
 /* exec's own (exec/debug_check.c, exec/shadow.c). */
 extern const kn_interposer kn_debug_check_interposer;
