@@ -48,8 +48,9 @@ static kn_status check_done(void *state, kn_status st, kn_tensor *const *outs, i
         int64_t bad = count_nonfinite(outs[i]);
         if (bad > 0) {
             char d[96];
-            st = kn_error(KN_ERR_NUMERIC, "debug mode: %s produced %lld NaN/Inf value%s in output %d (%s) from finite inputs",
-                          call, (long long)bad, bad == 1 ? "" : "s", i, kn_describe(outs[i], d, sizeof d));
+            st = kn_error(KN_ERR_NUMERIC,
+                          "debug mode: %s produced %lld NaN/Inf value%s in output %d (%s) from finite inputs", call,
+                          (long long)bad, bad == 1 ? "" : "s", i, kn_describe(outs[i], d, sizeof d));
         }
     }
     free(state);

@@ -9,11 +9,11 @@
  *  2. record(n, b, &state) runs for every interposer active in the current mode, in list
  *     order; b is the backend n will run on. It may read the node and its inputs' values
  *     (kn_to_host waits for them), keep per-node state in *state (left NULL: nothing more to
- *     do for this node), or refuse the node by returning an error with the message set: the
- *     op then fails, the node never runs, and the interposers after it are not called (a refusing record leaves *state NULL). It must
- *     not change the node, keep a pointer to it, or record ops (they would pass through the
- *     interposers again). For ops whose output shapes depend on values (KN_OPF_SYNC) the node
- *     has already run, so its outputs hold values.
+ *     do for this node), or refuse the node by returning an error with the message set and
+ *     *state left NULL: the op then fails, the node never runs, and the interposers after it
+ *     are not called. It must not change the node, keep a pointer to it, or record ops (they
+ *     would pass through the interposers again). For ops whose output shapes depend on
+ *     values (KN_OPF_SYNC) the node has already run, so its outputs hold values.
  *  3. The mode's scheduler takes the node (exec/scheduler.h): it runs it now (debug), queues
  *     it on the stream (strict) or keeps it in a window (fused). From here on the node may be
  *     gone.
