@@ -64,12 +64,15 @@ static kn_status view_late(kn_tensor *t, kn_tensor *v, const struct kn_view_rec 
 static const kn_interposer early = {"test-early", 150, KN_ALL_MODES, record_early, done_early, NULL};
 static const kn_interposer late = {"test-late", 250, KN_ALL_MODES, record_late, done_late, view_late};
 
+/* Starts watching with a clean slate; watch(false) stops and keeps what was seen. */
 static void watch(bool on) {
     watching = on;
+    if (!on) return;
     refuse = false;
     trace[0] = '\0';
     last_out = NULL;
     last_done_status = KN_ERR_INTERNAL;
+    last_value = -1;
 }
 
 static void test_interposers_record_in_order_and_finish_in_reverse(void) {
@@ -89,6 +92,7 @@ static void test_a_refused_op_fails_and_the_interposers_before_finish(void) {
     watch(true);
     refuse = true;
     kn_tensor *y = kn_mul(x, x);
+    refuse = false;
     watch(false);
     CHECK(y == NULL);
     CHECK_ERROR(y != NULL, KN_ERR_ARG, "refused by the test interposer");
