@@ -62,6 +62,13 @@ bool kn_is_grad_enabled(void);
 void kn_no_grad_push(void);
 void kn_no_grad_pop(void);
 
+/* dst becomes a handle to src's storage, dtype, device, offset and strides (PyTorch's
+ * `param.data = src`). Shapes must be equal; dst must not have gradient history (a leaf that
+ * requires grad keeps requiring it; a gradient of another dtype is dropped). Pending work that
+ * reads or writes dst finishes first. Loaders use it to put a file's weights into a module
+ * built on the meta device. */
+kn_status kn_tensor_assign_(kn_tensor *dst, kn_tensor *src);
+
 /* Statistics for tests and tools: backward nodes alive now (recorded and not yet freed). */
 int64_t kn_autograd_live_nodes(void);
 

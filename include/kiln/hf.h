@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "kiln/autograd.h" /* kn_tensor_assign_, with which loaders fill modules */
 #include "kiln/dtype.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
@@ -24,13 +25,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- making a tensor share another's data ---------------------------------------------------
- * dst becomes a handle to src's storage, dtype, device, offset and strides (PyTorch's
- * `param.data = src`). Shapes must be equal; dst must not have gradient history (a leaf that
- * requires grad keeps requiring it). Pending work that reads or writes dst finishes first.
- * Loaders use it to put a file's weights into a module built on the meta device. */
-kn_status kn_tensor_assign_(kn_tensor *dst, kn_tensor *src);
 
 /* ---- weights --------------------------------------------------------------------------------- */
 typedef struct kn_hf_weights kn_hf_weights;

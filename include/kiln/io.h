@@ -1,4 +1,4 @@
-/* Files: atomic replacement of a file, and tensors in the safetensors format.
+/* Files: tensors in the safetensors format, and (kiln/atomic_file.h) atomic replacement of a file.
  *
  * Every function here reports failures as values; messages name the file and its first
  * problem ("model.safetensors: tensor 'wte.weight': data_offsets [0, 100] hold 100 bytes but
@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "kiln/atomic_file.h"
 #include "kiln/dtype.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
@@ -17,27 +18,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- atomic writes ---------------------------------------------------------------------------
- * The bytes go to a temporary file beside `path`, which is flushed and fsync'd, renamed over
- * `path`, and the directory fsync'd: readers see the old file or the whole new one, and on
- * any failure the temporary file is removed and the old file is left as it was. */
-kn_status kn_write_file_atomic(const char *path, const void *data, size_t n);
-
-/* The streaming form, for writers that produce their bytes piece by piece:
- *
- *     kn_atomic_file *a = kn_atomic_file_open(path);
- *     if (!a) return kn_last_status();
- *     fprintf(kn_atomic_file_stream(a), ...);      // any stdio writes
- *     return kn_atomic_file_commit(a);             // or kn_atomic_file_abort(a)
- *
- * commit checks the stream for write errors, makes the file durable and replaces `path`;
- * commit and abort both free `a`. */
-typedef struct kn_atomic_file kn_atomic_file;
-kn_atomic_file *kn_atomic_file_open(const char *path);
-FILE *kn_atomic_file_stream(kn_atomic_file *a);
-kn_status kn_atomic_file_commit(kn_atomic_file *a);
-void kn_atomic_file_abort(kn_atomic_file *a);   /* NULL is ignored */
 
 /* ---- safetensors: writing ---------------------------------------------------------------------
  * Writes n tensors under their names (unique; "__metadata__" is reserved) and n_meta string

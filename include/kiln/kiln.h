@@ -2,6 +2,7 @@
 #ifndef KILN_H
 #define KILN_H
 
+#include "kiln/atomic_file.h"
 #include "kiln/dtype.h"
 #include "kiln/io.h"
 #include "kiln/hf.h"

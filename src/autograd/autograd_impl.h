@@ -1,5 +1,5 @@
-/* Autograd internals: the per-tensor state, backward nodes, and the hooks the dispatcher
- * and the view functions call to record history. */
+/* Autograd internals: the per-tensor state, backward nodes, and how history is recorded: an
+ * interposer on the dispatcher (exec/interpose.h) and the view functions' calls. */
 #ifndef KILN_AUTOGRAD_AUTOGRAD_IMPL_H
 #define KILN_AUTOGRAD_AUTOGRAD_IMPL_H
 
@@ -53,14 +53,19 @@ void kn_ag_count_node(int delta);
 
 /* Whether an op with these inputs records history now (grad mode on, an input needs grad). */
 bool kn_ag_wants(kn_tensor *const *in, int n_in);
-/* Builds the backward node of op node n before it is submitted (saving what its formula
+/* Builds the backward node of op node n before it is submitted (the interposer's record) (saving what its formula
  * reads). Fails, with the error set, for an op without a gradient formula or an in-place
  * write the graph cannot express. *out_node is NULL when nothing is to be recorded. */
 kn_status kn_ag_record_op(const kn_node *n, kn_ag_node **out_node);
-/* After a successful submit: outputs become results of node (which is consumed). */
+/* After a successful submit: outputs become results of node (which is consumed; the
+ * interposer's done). */
 void kn_ag_attach(kn_ag_node *node, kn_tensor *const *outs, int n_out);
 /* A view of src: records its geometry when src needs grad. */
 kn_status kn_ag_record_view(kn_tensor *src, kn_tensor *view, const kn_view_rec *rec);
+
+/* The dispatcher's interposer (record.c); installed with the tensor hooks (state.c). */
+struct kn_interposer;
+extern const struct kn_interposer kn_ag_interposer;
 
 /* A handle of t's values with no autograd state and no scope (what nodes save). */
 kn_tensor *kn_ag_detached(kn_tensor *t);

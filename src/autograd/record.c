@@ -1,4 +1,5 @@
-/* Recording history: the dispatcher and the view functions call these as ops are made. */
+/* Recording history: autograd's interposer sees every op the dispatcher records and every
+ * view the view functions make. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -6,6 +7,7 @@
 #include "core/error.h"
 #include "core/tensor_impl.h"
 #include "exec/dispatch.h"
+#include "exec/interpose.h"
 #include "ops/custom_registry.h"
 
 bool kn_ag_wants(kn_tensor *const *in, int n_in) {
@@ -155,3 +157,23 @@ kn_status kn_ag_record_view(kn_tensor *src, kn_tensor *view, const kn_view_rec *
     kn_ag_attach(g, &view, 1);
     return KN_OK;
 }
+
+static kn_status interpose_record(const kn_node *n, const kn_backend *b, void **state) {
+    (void)b;
+    return kn_ag_record_op(n, (kn_ag_node **)state);
+}
+
+static kn_status interpose_done(void *state, kn_status st, kn_tensor *const *outs, int n_out) {
+    if (st == KN_OK) kn_ag_attach(state, outs, n_out);
+    else kn_ag_node_release(state);
+    return st;
+}
+
+const kn_interposer kn_ag_interposer = {
+    .name = "autograd",
+    .order = KN_ORDER_AUTOGRAD,
+    .modes = KN_ALL_MODES,
+    .record = interpose_record,
+    .done = interpose_done,
+    .view = kn_ag_record_view,
+};

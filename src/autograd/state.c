@@ -1,9 +1,12 @@
-/* Per-tensor autograd state, grad mode, and the public accessors of autograd.h. */
+/* Per-tensor autograd state, grad mode, the public accessors of autograd.h, and what autograd
+ * installs below it: core's tensor-state hooks and the dispatcher's interposer. */
 #include <stdlib.h>
 
 #include "autograd/autograd_impl.h"
 #include "core/error.h"
+#include "core/hooks.h"
 #include "core/tensor_impl.h"
+#include "exec/interpose.h"
 #include "kiln/ops.h"
 
 static _Thread_local bool grad_disabled;
@@ -107,6 +110,13 @@ void kn_ag_node_release(kn_ag_node *n) {
     release_stack s = {0};
     push_node(&s, n);
     drain(&s);
+}
+
+/* Before main: this file is linked whenever a tensor can have autograd state (it makes the
+ * leaves' state, and recording calls its grad mode), so history is recorded from the first op. */
+__attribute__((constructor)) static void install(void) {
+    kn_hooks_install_tensor_state(kn_ag_meta_share, kn_ag_meta_release);
+    (void)kn_interposer_register(&kn_ag_interposer); /* fails only on a full list: exec's hold 2 of 8 */
 }
 
 kn_tensor *kn_ag_detached(kn_tensor *t) { return kn_tensor_view_of(t, t->shape, t->ndim, t->stride, t->offset); }

@@ -13,10 +13,10 @@
 
 #include "cache/cache.h"
 #include "cache/cache_internal.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/file_read.h"
 #include "core/stats.h"
-#include "io/atomic_file.h"
 
 /* The trailer, little-endian: magic, payload length, the key (hi, lo), then XXH3-64 of every
  * byte before it. It goes last so that the payload starts the file. The key binds the entry to

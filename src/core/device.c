@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "backends/backend.h"
-#include "exec/fused.h"
 #include "core/error.h"
+#include "core/hooks.h"
 #include "core/runtime_impl.h"
 
 static _Thread_local bool default_set;
@@ -98,7 +98,7 @@ void kn_memory_reset_peak(kn_device device) {
 void kn_memory_empty_cache(kn_device device) {
     kn_backend *b = kn_backend_get(device);
     if (!b) return;
-    kn_fused_flush();
+    kn_realize_pending(NULL);
     b->sync();
     b->empty_cache(device.index);
 }

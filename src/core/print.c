@@ -6,9 +6,9 @@
 
 #include "backends/backend.h"
 #include "core/error.h"
+#include "core/host_values.h"
 #include "core/strbuf.h"
 #include "core/tensor_impl.h"
-#include "kiln/ops.h"
 
 #define EDGE 3       /* items shown at each end of a summarized dim */
 #define SUMMARIZE 1000 /* summarize tensors with more elements than this */
@@ -62,15 +62,8 @@ char *kn_to_string(kn_tensor *t) {
         kn_strbuf_printf(&s, "tensor(..., %s, device=%s)", desc, t->storage->backend->name);
         return s.failed ? (free(s.buf), NULL) : s.buf;
     }
-    kn_tensor *d = kn_cast(t, KN_F64);
-    double *values = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    if (!d || !values || kn_to_host(d, values, sizeof(double) * (size_t)n) != KN_OK) {
-        if (d && !values) kn_error(KN_ERR_OOM, "to_string: out of host memory");
-        kn_release(d);
-        free(values);
-        return NULL;
-    }
-    kn_release(d);
+    double *values = kn_read_f64("to_string", t);
+    if (!values) return NULL;
 
     layout L = {.values = values, .shape = t->shape, .ndim = t->ndim, .is_float = kn_dtype_is_float(t->dtype),
                 .is_bool = t->dtype == KN_BOOL, .summarize = n > SUMMARIZE, .precision = 4};

@@ -8,9 +8,9 @@
 
 #include "backends/backend.h"
 #include "core/error.h"
+#include "core/hooks.h"
 #include "core/runtime_impl.h"
 #include "core/stats.h"
-#include "exec/fused.h"
 #include "kiln_build_config.h"
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
@@ -199,7 +199,7 @@ kn_mode kn_get_mode(void) {
 
 kn_status kn_sync(void) {
     if (!kn_runtime_ready()) return kn_last_status();
-    kn_status first = kn_fused_flush();
+    kn_status first = kn_realize_pending(NULL);
     for (int t = 0; t < KN_DEVICE_TYPE_COUNT; t++) {
         kn_backend *b = kn_backend_for((kn_device_type)t);
         if (!b || !b->sync) continue;

@@ -4,12 +4,10 @@
 
 #include "backends/backend.h"
 #include "core/error.h"
+#include "core/hooks.h"
 #include "core/recycler.h"
 #include "core/runtime_impl.h"
 #include "core/tensor_impl.h"
-#include "exec/fused.h"
-#include "autograd/autograd_impl.h"
-#include "kiln/ops.h"
 
 /* ---- storage ------------------------------------------------------------------------------ */
 
@@ -170,7 +168,7 @@ bool kn_tensor_is_contiguous(const kn_tensor *t) {
 kn_tensor *kn_retain(kn_tensor *t) {
     if (!t) return NULL;
     kn_tensor *r = kn_tensor_view_of(t, t->shape, t->ndim, t->stride, t->offset);
-    if (r) r->ag = kn_ag_meta_share(t->ag);
+    if (r && t->ag) r->ag = kn_hooks.ag_share(t->ag);
     return r;
 }
 
@@ -181,7 +179,7 @@ kn_tensor *kn_tensor_incref(kn_tensor *t) {
 
 void kn_tensor_decref(kn_tensor *t) {
     if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
-    kn_ag_meta_release(t->ag);
+    if (t->ag) kn_hooks.ag_release(t->ag);
     kn_storage_release(t->storage);
     kn_recycler_put(&tensor_headers, t);
 }
@@ -247,6 +245,21 @@ kn_tensor *kn_from_host(const void *data, kn_dtype dtype, kn_shape shape, kn_dev
     return kn_scope_adopt(t);
 }
 
+/* Copies a strided view's elements, row-major, from src (its storage's bytes starting at the
+ * view's first element) to dst. */
+static void gather(char *dst, const char *src, const kn_tensor *t, size_t es) {
+    int64_t idx[KN_MAX_DIMS] = {0}, at = 0, n = kn_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(dst + (size_t)i * es, src + at * (int64_t)es, es);
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            at += t->stride[d];
+            if (++idx[d] < t->shape[d]) break;
+            at -= t->stride[d] * t->shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
 kn_status kn_to_host(kn_tensor *t, void *dst, size_t dst_bytes) {
     if (!t) {
         kn_error_null_input("to_host", 0);
@@ -254,36 +267,33 @@ kn_status kn_to_host(kn_tensor *t, void *dst, size_t dst_bytes) {
     }
     if (!dst && kn_numel(t) > 0) return kn_error(KN_ERR_NULL, "to_host: destination is NULL");
     char desc[96];
-    size_t need = (size_t)kn_numel(t) * kn_dtype_size(t->dtype);
+    size_t es = kn_dtype_size(t->dtype), need = (size_t)kn_numel(t) * es;
     if (dst_bytes < need)
         return kn_error(KN_ERR_ARG, "to_host: %s needs %zu bytes, the buffer has %zu",
                         kn_describe(t, desc, sizeof desc), need, dst_bytes);
-    if (!t->storage->backend->holds_values)
+    kn_storage *s = t->storage;
+    if (!s->backend->holds_values)
         return kn_error(KN_ERR_DEVICE, "to_host: %s is on the %s device, which holds shapes but no values",
-                        kn_describe(t, desc, sizeof desc), t->storage->backend->name);
+                        kn_describe(t, desc, sizeof desc), s->backend->name);
     if (need == 0) return kn_sync();
-    kn_tensor *c = kn_contiguous(t);
-    if (!c) return kn_last_status();
-    kn_status st = kn_fused_flush(); /* the values may still wait in fused mode's window */
-    if (st == KN_OK) st = c->storage->backend->copy_to_host(dst, c->storage, (size_t)c->offset * kn_dtype_size(c->dtype), need);
-    kn_release(c);
-    return st;
-}
-
-kn_status kn_item(kn_tensor *t, double *out) {
-    if (!t) {
-        kn_error_null_input("item", 0);
-        return kn_last_status();
+    kn_status st = kn_realize_pending(t); /* the work that makes t may not have been launched */
+    if (st != KN_OK) return st;
+    if (kn_tensor_is_contiguous(t)) return s->backend->copy_to_host(dst, s, (size_t)t->offset * es, need);
+    /* A strided view: the storage range it spans comes over, and is gathered here. */
+    int64_t lo = t->offset, hi = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t reach = (t->shape[d] - 1) * t->stride[d];
+        if (reach < 0) lo += reach;
+        else hi += reach;
     }
-    if (!out) return kn_error(KN_ERR_NULL, "item: output pointer is NULL");
-    char desc[96];
-    if (kn_numel(t) != 1)
-        return kn_error(KN_ERR_SHAPE, "item: %s has %lld elements, not one", kn_describe(t, desc, sizeof desc),
-                        (long long)kn_numel(t));
-    kn_tensor *d = kn_cast(t, KN_F64);
-    if (!d) return kn_last_status();
-    kn_status st = kn_to_host(d, out, sizeof *out);
-    kn_release(d);
+    size_t span = (size_t)(hi - lo + 1) * es;
+    char *staging = malloc(span);
+    if (!staging)
+        return kn_error(KN_ERR_OOM, "to_host: out of host memory staging %zu bytes of %s", span,
+                        kn_describe(t, desc, sizeof desc));
+    st = s->backend->copy_to_host(staging, s, (size_t)lo * es, span);
+    if (st == KN_OK) gather(dst, staging + (t->offset - lo) * (int64_t)es, t, es);
+    free(staging);
     return st;
 }
 

@@ -1,31 +1,28 @@
-/* Debug mode's per-op checks: NaN/Inf from finite inputs, then the shadow (exec/shadow.h). The
- * checks are themselves made of ops (isfinite, sum, copies), so they work on every backend
- * that holds values; a thread-local flag keeps them from checking themselves. */
-#include "exec/debug_check.h"
-
+/* Debug mode's NaN/Inf check, an interposer (exec/interpose.h): an op that turns finite
+ * inputs into NaN or Inf is an error naming it. Values are read through kn_to_host, so the
+ * check needs no op of its own and works on every backend that holds values. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "core/error.h"
+#include "core/host_values.h"
 #include "exec/dispatch.h"
-#include "exec/shadow.h"
-#include "kiln/ops.h"
+#include "exec/interpose.h"
 #include "ops/custom_registry.h"
-
-static _Thread_local bool checking;
 
 /* Number of NaN/Inf values in a float tensor, or -1 if that could not be found out. */
 static int64_t count_nonfinite(kn_tensor *t) {
     if (!kn_dtype_is_float(t->dtype) || kn_numel(t) == 0) return 0;
-    kn_tensor *finite = kn_isfinite(t);
-    kn_tensor *count = kn_sum(finite, KN_ALL_DIMS, false);
-    double v = 0;
-    kn_status st = kn_item(count, &v);
-    kn_release(count);
-    kn_release(finite);
-    return st == KN_OK ? kn_numel(t) - (int64_t)v : -1;
+    double *v = kn_read_f64("debug mode", t);
+    if (!v) return -1;
+    int64_t bad = 0;
+    for (int64_t i = 0, n = kn_numel(t); i < n; i++) bad += !isfinite(v[i]);
+    free(v);
+    return bad;
 }
 
-static bool inputs_finite(kn_node *n) {
+static bool inputs_finite(const kn_node *n) {
     for (size_t i = 0; i < sizeof n->attrs.f / sizeof n->attrs.f[0]; i++)
         if (!isfinite(n->attrs.f[i])) return false;
     for (int i = 0; i < n->n_in; i++)
@@ -33,50 +30,37 @@ static bool inputs_finite(kn_node *n) {
     return true;
 }
 
-kn_status kn_debug_run(kn_backend *b, kn_node *n) {
-    bool check = !checking && b->holds_values && !(kn_op_table[n->op].flags & KN_OPF_NOCHECK);
-    bool finite_in = false;
-    kn_shadow *shadow = NULL;
-    if (!checking) {
-        checking = true;
-        finite_in = check && inputs_finite(n);
-        kn_status st = kn_shadow_begin(b, n, &shadow); /* before n can write its in-place outputs */
-        checking = false;
-        if (st != KN_OK) {
-            kn_node_free(n);
-            return st;
-        }
-    }
-    /* Keep the node's outputs alive past the launch, which frees the node. */
-    const char *name = kn_op_name_in(n->op, &n->attrs);
-    char inputs[320];
+/* The state: the op's call ("gelu(f32[4, 8])") for the error, made before it runs. */
+static kn_status check_record(const kn_node *n, const kn_backend *b, void **state) {
+    if (!b->holds_values || (kn_op_table[n->op].flags & (KN_OPF_NOCHECK | KN_OPF_SYNC)) || !inputs_finite(n))
+        return KN_OK;
+    char inputs[320], *call = malloc(400);
+    if (!call) return kn_error(KN_ERR_OOM, "debug mode: out of host memory checking %s", kn_op_name(n->op));
     kn_op_describe_inputs(n, inputs, sizeof inputs);
-    int n_out = n->n_out;
-    kn_tensor *outs[KN_NODE_MAX_OUT];
-    for (int i = 0; i < n_out; i++) outs[i] = kn_tensor_incref(n->out[i]);
+    snprintf(call, 400, "%s(%s)", kn_op_name_in(n->op, &n->attrs), inputs);
+    *state = call;
+    return KN_OK;
+}
 
-    b->launch(n);
-    kn_status st = b->sync();
-    if (st == KN_OK && check && finite_in) {
-        checking = true;
-        for (int i = 0; i < n_out && st == KN_OK; i++) {
-            int64_t bad = count_nonfinite(outs[i]);
-            if (bad > 0) {
-                char d[96];
-                st = kn_error(KN_ERR_NUMERIC, "debug mode: %s(%s) produced %lld NaN/Inf value%s in output %d (%s) from finite inputs",
-                              name, inputs, (long long)bad, bad == 1 ? "" : "s", i,
-                              kn_describe(outs[i], d, sizeof d));
-            }
+static kn_status check_done(void *state, kn_status st, kn_tensor *const *outs, int n_out) {
+    const char *call = state;
+    for (int i = 0; i < n_out && st == KN_OK; i++) {
+        int64_t bad = count_nonfinite(outs[i]);
+        if (bad > 0) {
+            char d[96];
+            st = kn_error(KN_ERR_NUMERIC,
+                          "debug mode: %s produced %lld NaN/Inf value%s in output %d (%s) from finite inputs", call,
+                          (long long)bad, bad == 1 ? "" : "s", i, kn_describe(outs[i], d, sizeof d));
         }
-        checking = false;
     }
-    if (shadow) {
-        char call[400];
-        snprintf(call, sizeof call, "%s(%s)", name, inputs);
-        checking = true;
-        st = kn_shadow_end(shadow, st, call);
-        checking = false;
-    }
-    for (int i = 0; i < n_out; i++) kn_tensor_decref(outs[i]);
+    free(state);
     return st;
 }
+
+const kn_interposer kn_debug_check_interposer = {
+    .name = "debug_check",
+    .order = KN_ORDER_DEBUG_CHECK,
+    .modes = KN_MODE_BIT(KN_MODE_DEBUG),
+    .record = check_record,
+    .done = check_done,
+};

@@ -1,6 +1,5 @@
-/* The dispatcher: one pipeline for every mode. An op records a node; the mode decides when
- * it runs (strict: queued on the device's stream; debug: at once, checked). The fused and
- * compiled modes will take nodes here instead of launching them. */
+/* The dispatcher: one pipeline for every mode. An op records a node, the interposers see it
+ * (exec/interpose.h), and the mode's scheduler decides when it runs (exec/scheduler.h). */
 #include "exec/dispatch.h"
 
 #include <stdarg.h>
@@ -8,13 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/autograd_impl.h"
 #include "core/recycler.h"
 #include "core/runtime_impl.h"
 #include "core/stats.h"
-#include "exec/debug_check.h"
-#include "exec/fused.h"
-#include "exec/shadow.h"
+#include "exec/interpose.h"
+#include "exec/scheduler.h"
 #include "ops/custom_registry.h"
 
 static void dtype_list(uint32_t mask, char *buf, size_t size) {
@@ -159,8 +156,8 @@ kn_status kn_node_execute(kn_backend *b, kn_node *n) {
     return b->kernels[n->op].fn(n);
 }
 
-/* Hands the node to the mode; the node is consumed. */
-static kn_status submit(kn_opctx *c) {
+/* Hands the node to the mode's scheduler; the node is consumed. */
+static kn_status submit(kn_opctx *c, kn_mode mode) {
     kn_node *n = c->node;
     c->node = NULL;
     kn_backend *b = c->backend;
@@ -174,11 +171,13 @@ static kn_status submit(kn_opctx *c) {
         kn_node_free(n);
         return KN_ERR_UNSUPPORTED;
     }
-    kn_mode mode = kn_get_mode();
-    if (mode == KN_MODE_DEBUG) return kn_debug_run(b, n);
-    if (mode == KN_MODE_FUSED) return kn_fused_submit(b, n);
-    b->launch(n);
-    return KN_OK;
+    return kn_scheduler_for(mode)->submit(b, n);
+}
+
+/* A node the interposers refused: dropped unrun. */
+static void drop(kn_opctx *c) {
+    kn_node_free(c->node);
+    c->node = NULL;
 }
 
 /* Ops whose output shape depends on values: wait for their inputs, run the kernel here (it
@@ -196,16 +195,20 @@ static kn_status run_synchronously(kn_opctx *c, kn_tensor **outs) {
         st = kn_error(KN_ERR_UNSUPPORTED, "%s(%s): the %s backend has no %s kernel for %s%s", kn_op_name(n->op),
                       inputs, b->name, kn_op_name(n->op), kn_dtype_name(key),
                       b->holds_values ? "" : " (its output shape depends on values, which meta tensors lack)");
-    else if ((st = kn_fused_flush()) == KN_OK && (st = b->sync()) == KN_OK)
+    else if ((st = kn_realize(NULL)) == KN_OK && (st = b->sync()) == KN_OK)
         st = kn_node_execute(b, n);
-    if (kn_get_mode() == KN_MODE_DEBUG) kn_shadow_skip(); /* its outputs' shapes are not known before it runs */
-    /* The kernel made the outputs, so history is recorded once they exist. */
-    kn_ag_node *grad_node = NULL;
-    n->fresh_out = (uint8_t)((1u << n->n_out) - 1);
-    if (st == KN_OK) st = kn_ag_record_op(n, &grad_node);
+    /* The kernel made the outputs, so the interposers see the node once they exist. */
     if (st == KN_OK) {
-        for (int i = 0; i < n->n_out; i++) outs[i] = kn_scope_adopt(kn_tensor_incref(n->out[i]));
-        kn_ag_attach(grad_node, outs, n->n_out);
+        kn_mode mode = kn_get_mode();
+        void *state[KN_INTERPOSERS_MAX];
+        n->fresh_out = (uint8_t)((1u << n->n_out) - 1);
+        st = kn_interpose_record(mode, n, b, state, NULL);
+        for (int i = 0; i < n->n_out; i++) outs[i] = kn_tensor_incref(n->out[i]);
+        st = kn_interpose_done(mode, state, st, outs, n->n_out);
+        for (int i = 0; i < n->n_out; i++) {
+            if (st == KN_OK) kn_scope_adopt(outs[i]);
+            else kn_tensor_decref(outs[i]), outs[i] = NULL;
+        }
     }
     kn_node_free(n);
     return st;
@@ -216,45 +219,45 @@ kn_status kn_op_run_multi(kn_opctx *c, kn_tensor **outs) {
     kn_node *n = c->node;
     if (kn_op_table[n->op].flags & KN_OPF_SYNC) return run_synchronously(c, outs);
     int n_out = n->n_out;
-    /* The backward node is made before submitting: the stream may run and free the node. */
-    kn_ag_node *grad_node;
-    kn_status st = kn_ag_record_op(n, &grad_node);
-    if (st != KN_OK) {
-        kn_node_free(n);
-        c->node = NULL;
-        return st;
-    }
-    /* The caller's references: one per output, beside the node's own. An output written in
-     * place (batch_norm's running stats) is the caller's own tensor: it gets a new handle, so
-     * that its owner's handle is never re-registered with this scope. */
+    kn_mode mode = kn_get_mode();
+    void *state[KN_INTERPOSERS_MAX];
+    kn_status st = kn_interpose_record(mode, n, c->backend, state, NULL);
+    /* The caller's references: one per output, beside the node's own (the scheduler may run
+     * and free the node). An output written in place (batch_norm's running stats) is the
+     * caller's own tensor: it gets a new handle, so that its owner's handle is never
+     * re-registered with this scope. */
     for (int i = 0; i < n_out; i++)
         outs[i] = n->fresh_out & (1u << i) ? kn_tensor_incref(n->out[i]) : kn_retain(n->out[i]);
-    st = submit(c);
+    if (st == KN_OK) st = submit(c, mode);
+    else drop(c);
+    st = kn_interpose_done(mode, state, st, outs, n_out);
     if (st != KN_OK) {
-        kn_ag_node_release(grad_node);
         for (int i = 0; i < n_out; i++) {
             kn_tensor_decref(outs[i]);
             outs[i] = NULL;
         }
         return st;
     }
-    kn_ag_attach(grad_node, outs, n_out);
     for (int i = 0; i < n_out; i++) kn_scope_adopt(outs[i]);
     return KN_OK;
 }
 
 kn_status kn_op_run_inplace(kn_opctx *c) {
     if (!c->node) return kn_last_status();
-    /* Bumps the outputs' versions; refuses them if they need grad in grad mode. With no
-     * fresh output there is never a backward node. */
-    kn_ag_node *grad_node;
-    kn_status st = kn_ag_record_op(c->node, &grad_node);
-    if (st != KN_OK) {
-        kn_node_free(c->node);
-        c->node = NULL;
-        return st;
-    }
-    return submit(c);
+    kn_node *n = c->node;
+    kn_mode mode = kn_get_mode();
+    void *state[KN_INTERPOSERS_MAX];
+    bool any;
+    kn_status st = kn_interpose_record(mode, n, c->backend, state, &any);
+    /* The written tensors outlive the node only for interposers that will look at them. */
+    kn_tensor *outs[KN_NODE_MAX_OUT];
+    int n_out = any ? n->n_out : 0;
+    for (int i = 0; i < n_out; i++) outs[i] = kn_tensor_incref(n->out[i]);
+    if (st == KN_OK) st = submit(c, mode);
+    else drop(c);
+    st = kn_interpose_done(mode, state, st, outs, n_out);
+    for (int i = 0; i < n_out; i++) kn_tensor_decref(outs[i]);
+    return st;
 }
 
 void kn_hand_outputs(kn_tensor *const *outs, kn_tensor **const *dst, int n) {

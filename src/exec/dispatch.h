@@ -32,14 +32,14 @@ void kn_op_set_input(kn_opctx *c, int i, kn_tensor *t);
 void *kn_op_fail(kn_opctx *c, kn_status code, const char *fmt, ...) KN_PRINTF(3, 4);
 /* Adds a fresh output; NULL on allocation failure (the node is freed then). */
 kn_tensor *kn_op_output(kn_opctx *c, kn_dtype dtype, const int64_t *shape, int ndim);
-/* Submits the node to the current mode and returns output 0, adopted into the current
- * scope. For several outputs, kn_op_run_multi fills outs[0..n_out-1]. NULL/error on failure
+/* Runs the interposers on the node (exec/interpose.h), hands it to the current mode's scheduler
+ * (exec/scheduler.h) and returns output 0, adopted into the current scope. For several outputs, kn_op_run_multi fills outs[0..n_out-1]. NULL/error on failure
  * (debug mode reports kernel errors and NaN/Inf here; strict mode at the next sync). */
 kn_tensor *kn_op_run(kn_opctx *c);
 kn_status kn_op_run_multi(kn_opctx *c, kn_tensor **outs);
 /* Submits an op whose outputs are all existing tensors updated in place (kn_op_output is
- * not called; the caller put incref'd tensors in node->out): autograd notes the writes, and
- * nothing is handed out, so the tensors' owners are untouched. */
+ * not called; the caller put incref'd tensors in node->out): the interposers see the writes
+ * (autograd bumps versions), and nothing is handed out, so the tensors' owners are untouched. */
 kn_status kn_op_run_inplace(kn_opctx *c);
 /* kn_op_run_multi for ops whose n outputs the caller may not all want: output i goes to *dst[i],
  * or is released where dst[i] is NULL. */

@@ -1,18 +1,11 @@
 /* Fused mode (DESIGN.md, "One pipeline for every mode"): recorded nodes wait in a window
  * until a value is read, an op needs its inputs on the host, the mode changes or the window
  * is full; then the scheduler groups chains of elementwise ops into generated kernels and
- * launches everything in record order. */
+ * launches everything in record order. The window is fused mode's scheduler (exec/scheduler.h). */
 #ifndef KILN_EXEC_FUSED_H
 #define KILN_EXEC_FUSED_H
 
 #include "backends/backend.h"
-
-/* Takes a node (consumed) into the window; flushes when the window is full. */
-kn_status kn_fused_submit(kn_backend *b, kn_node *n);
-/* Schedules and launches every waiting node. Returns the first error (a kernel that could
- * not be built is run op by op, so values are still right; KILN_RECOMPILE=error storms are
- * reported here). Called by every read and sync; cheap when the window is empty. */
-kn_status kn_fused_flush(void);
 
 /* The scheduler: launches nodes[0..n) (consumed; the arrays are reordered) in record order,
  * fused where it can. */

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "exec/fused.h"
+#include "exec/scheduler.h"
 
 enum { DEFAULT_WINDOW = 1024 };
 
@@ -29,7 +30,8 @@ static kn_status flush_locked(void) {
     return kn_fused_schedule(nodes, backends, n);
 }
 
-kn_status kn_fused_submit(kn_backend *b, kn_node *n) {
+/* Takes a node into the window; flushes when the window is full. */
+static kn_status fused_submit(kn_backend *b, kn_node *n) {
     pthread_mutex_lock(&lock);
     kn_status st = KN_OK;
     if (count == cap) {
@@ -53,9 +55,12 @@ kn_status kn_fused_submit(kn_backend *b, kn_node *n) {
     return st;
 }
 
-kn_status kn_fused_flush(void) {
+/* Schedules and launches every waiting node: every read and sync comes here (kn_realize). */
+static kn_status fused_realize(void) {
     pthread_mutex_lock(&lock);
     kn_status st = flush_locked();
     pthread_mutex_unlock(&lock);
     return st;
 }
+
+const kn_scheduler kn_fused_scheduler = {"fused", fused_submit, fused_realize};

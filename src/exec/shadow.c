@@ -1,9 +1,8 @@
 /* The debug shadow: a node's inputs copied to the reference backend before it runs, the same
  * op run there in float64 after it ran, and the two results compared at the tolerance of the
  * op's dtype (docs/decisions.md, "Debug shadow"). Values travel through the host with
- * kn_to_host and kn_from_host, so any backend can shadow any other. */
-#include "exec/shadow.h"
-
+ * kn_to_host and kn_from_host, so any backend can shadow any other. An interposer
+ * (exec/interpose.h), active in debug mode. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -12,8 +11,11 @@
 
 #include "core/call_site.h"
 #include "core/error.h"
+#include "core/host_values.h"
 #include "core/runtime_impl.h"
 #include "exec/dispatch.h"
+#include "exec/interpose.h"
+#include "ops/custom_registry.h"
 
 static _Atomic int64_t ops_checked, ops_skipped;
 
@@ -33,14 +35,15 @@ static const tolerance tolerances[KN_DTYPE_COUNT] = {
     [KN_BF16] = {5e-2, 1e-2, 0x1p-126},
 };
 
-struct kn_shadow {
+typedef struct kn_shadow {
     kn_backend *ref;
     kn_node node;                     /* the op again, on the reference device */
     kn_tensor *real[KN_NODE_MAX_OUT]; /* the real op's outputs */
     kn_dtype least;                   /* the least precise float dtype among the real inputs */
     bool pointwise;                   /* elementwise or creation: each output from its own inputs */
     double reduction;                 /* how many values each output sums over, roughly */
-};
+    char call[400];                   /* the real op's call, "gelu(f32[4, 8])", for errors */
+} kn_shadow;
 
 /* Float dtypes from least to most precise; other dtypes rank above them all. */
 static int precision(kn_dtype d) {
@@ -68,44 +71,11 @@ static double reduction_length(const kn_node *n) {
     return x->shape[x->ndim - 1] > 1 ? (double)x->shape[x->ndim - 1] : 1;
 }
 
-static double element(const void *p, kn_dtype d, int64_t i) {
-    switch (d) {
-    case KN_F32: return ((const float *)p)[i];
-    case KN_F64: return ((const double *)p)[i];
-    case KN_F16: return kn_f16_to_f32(((const uint16_t *)p)[i]);
-    case KN_BF16: return kn_bf16_to_f32(((const uint16_t *)p)[i]);
-    case KN_I32: return ((const int32_t *)p)[i];
-    case KN_I64: return (double)((const int64_t *)p)[i];
-    default: return ((const uint8_t *)p)[i] != 0;
-    }
-}
-
-/* t's values, row-major, in t's own dtype (malloc'd); NULL with the error set. */
-static void *read_raw(kn_tensor *t) {
-    size_t bytes = (size_t)kn_numel(t) * kn_dtype_size(t->dtype);
-    void *raw = malloc(bytes ? bytes : 1);
-    if (!raw) return kn_error_null(KN_ERR_OOM, "shadow: out of host memory reading %zu bytes", bytes);
-    if (kn_to_host(t, raw, bytes) == KN_OK) return raw;
-    free(raw);
-    return NULL;
-}
-
-/* The same as doubles. */
-static double *read_values(kn_tensor *t) {
-    int64_t count = kn_numel(t);
-    void *raw = read_raw(t);
-    double *v = raw ? malloc(count ? (size_t)count * sizeof *v : 1) : NULL;
-    if (raw && !v) kn_error(KN_ERR_OOM, "shadow: out of host memory reading %lld values", (long long)count);
-    for (int64_t i = 0; v && i < count; i++) v[i] = element(raw, t->dtype, i);
-    free(raw);
-    return v;
-}
-
 /* A contiguous copy of t's values on the reference device, owned by the current scope:
  * floats as f64, integers and bool as they are (they are indices and masks). */
 static kn_tensor *reference_copy(kn_tensor *t, kn_device device) {
     bool wide = kn_dtype_is_float(t->dtype);
-    void *host = wide ? (void *)read_values(t) : read_raw(t);
+    void *host = wide ? (void *)kn_read_f64("shadow", t) : kn_read_raw("shadow", t);
     kn_tensor *c = host ? kn_from_host(host, reference_dtype(t->dtype), kn_shape_of(t), device) : NULL;
     free(host);
     return c;
@@ -159,8 +129,10 @@ static kn_status fill_reference(kn_shadow *s, const kn_node *n, kn_device device
     return KN_OK;
 }
 
-kn_status kn_shadow_begin(const kn_backend *b, const kn_node *n, kn_shadow **out) {
-    *out = NULL;
+/* Before n runs on b: copies its inputs, and the outputs it writes in place, to the reference
+ * device (floats as f64), so the reference starts from the values n starts from. No state
+ * when the shadow is off or skips n (counted). Fails only when a copy does. */
+static kn_status shadow_record(const kn_node *n, const kn_backend *b, void **state) {
     kn_device device;
     kn_backend *ref = kn_shadow_reference(&device);
     if (!ref) return KN_OK;
@@ -192,18 +164,21 @@ kn_status kn_shadow_begin(const kn_backend *b, const kn_node *n, kn_shadow **out
         shadow_free(s);
         return st;
     }
-    *out = s;
+    char inputs[320];
+    kn_op_describe_inputs(n, inputs, sizeof inputs);
+    snprintf(s->call, sizeof s->call, "%s(%s)", kn_op_name_in(n->op, &n->attrs), inputs);
+    *state = s;
     return KN_OK;
 }
 
-static kn_status run_reference(kn_shadow *s, const char *op_call) {
+static kn_status run_reference(kn_shadow *s) {
     kn_status st = s->ref->sync(); /* the copies to the reference device have landed */
     if (st == KN_OK) st = kn_node_execute(s->ref, &s->node);
     if (st == KN_OK) st = s->ref->sync();
     if (st == KN_OK) return KN_OK;
     char msg[640];
     snprintf(msg, sizeof msg, "%s", kn_last_error());
-    return kn_error(st, "shadow: the float64 run of %s on %s failed: %s", op_call, s->ref->name, msg);
+    return kn_error(st, "shadow: the float64 run of %s on %s failed: %s", s->call, s->ref->name, msg);
 }
 
 /* The values of one output that disagree, and the one with the largest error. */
@@ -255,10 +230,10 @@ static void format_index(int64_t flat, const kn_tensor *t, char *buf, size_t siz
 }
 
 /* Compares output k of the real op with the reference's; the error names the divergence. */
-static kn_status compare_output(const kn_shadow *s, int k, const char *op_call) {
+static kn_status compare_output(const kn_shadow *s, int k) {
     kn_tensor *real = s->real[k];
     int64_t count = kn_numel(real);
-    double *got = read_values(real), *want = got ? read_values(s->node.out[k]) : NULL;
+    double *got = kn_read_f64("shadow", real), *want = got ? kn_read_f64("shadow", s->node.out[k]) : NULL;
     if (!want) {
         free(got);
         return kn_last_status();
@@ -285,33 +260,41 @@ static kn_status compare_output(const kn_shadow *s, int k, const char *op_call) 
         return kn_error(KN_ERR_NUMERIC,
                         "shadow: first divergent op: %s%s called from %s: output %d (%s) differs at index %s "
                         "(got %.0f, want %.0f; %lld of %lld values differ)",
-                        op_call, module, site, k, kn_dtype_name(real->dtype), index, m.got, m.want,
+                        s->call, module, site, k, kn_dtype_name(real->dtype), index, m.got, m.want,
                         (long long)m.count, (long long)count);
     if (scale > 1) snprintf(scaled, sizeof scaled, ", x%.3g for a reduction over %.0f values", scale, s->reduction);
     return kn_error(KN_ERR_NUMERIC,
                     "shadow: first divergent op: %s%s called from %s: output %d max abs error %.1e at index %s "
                     "(got %.6g, want %.6g; %s tolerance rtol %g atol %g%s; %lld of %lld values outside)",
-                    op_call, module, site, k, m.err, index, m.got, m.want, kn_dtype_name(tol_dtype), tol.rtol,
+                    s->call, module, site, k, m.err, index, m.got, m.want, kn_dtype_name(tol_dtype), tol.rtol,
                     tol.atol, scaled, (long long)m.count, (long long)count);
 }
 
-kn_status kn_shadow_end(kn_shadow *s, kn_status real, const char *op_call) {
+/* After n ran with status `real`: the reference runs and every output of n is compared with
+ * it. A divergence is KN_ERR_NUMERIC naming the op's call, the element, the nn module and the
+ * caller. */
+static kn_status shadow_done(void *state, kn_status real, kn_tensor *const *outs, int n_out) {
+    (void)outs, (void)n_out; /* compared are the outputs the shadow holds since record */
+    kn_shadow *s = state;
     kn_status st = real;
     if (st == KN_OK) {
         atomic_fetch_add_explicit(&ops_checked, 1, memory_order_relaxed);
-        st = run_reference(s, op_call);
-        for (int k = 0; k < s->node.n_out && st == KN_OK; k++) st = compare_output(s, k, op_call);
+        st = run_reference(s);
+        for (int k = 0; k < s->node.n_out && st == KN_OK; k++) st = compare_output(s, k);
     }
     shadow_free(s);
     return st;
-}
-
-void kn_shadow_skip(void) {
-    kn_device device;
-    if (kn_shadow_reference(&device)) atomic_fetch_add_explicit(&ops_skipped, 1, memory_order_relaxed);
 }
 
 void kn_shadow_counts(int64_t *checked, int64_t *skipped) {
     if (checked) *checked = atomic_load_explicit(&ops_checked, memory_order_relaxed);
     if (skipped) *skipped = atomic_load_explicit(&ops_skipped, memory_order_relaxed);
 }
+
+const kn_interposer kn_shadow_interposer = {
+    .name = "shadow",
+    .order = KN_ORDER_SHADOW,
+    .modes = KN_MODE_BIT(KN_MODE_DEBUG),
+    .record = shadow_record,
+    .done = shadow_done,
+};

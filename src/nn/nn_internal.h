@@ -2,8 +2,10 @@
 #ifndef KILN_NN_INTERNAL_H
 #define KILN_NN_INTERNAL_H
 
-#include "kiln/kiln.h"
+#include "kiln/autograd.h"
 #include "kiln/nn.h"
+#include "kiln/ops.h"
+#include "kiln/runtime.h"
 
 /* A new, uninitialized parameter `name` of module m (NULL, marking m failed, for a non-float
  * dtype or on failure); the caller initializes it. */

@@ -5,9 +5,10 @@
 #include <string.h>
 
 #include "exec/dispatch.h"
+#include "exec/interpose.h"
 #include "kiln/ops.h"
+#include "ops/grad.h"
 #include "ops/ops_internal.h"
-#include "autograd/autograd_impl.h"
 
 /* Records "op(f32[2, 3]): message" and returns NULL. */
 static void *view_fail(const char *op, const kn_tensor *t, kn_status code, const char *fmt, ...) KN_PRINTF(4, 5);
@@ -37,11 +38,11 @@ static bool wrap_dim(const char *op, const kn_tensor *t, int64_t dim, int slots,
     return true;
 }
 
-/* A view of t, recorded for autograd as rec says. */
+/* A view of t, shown to the interposers (autograd records it as rec says). */
 static kn_tensor *make_view_as(kn_tensor *t, const int64_t *shape, int ndim, const int64_t *stride, int64_t offset,
                                const kn_view_rec *rec) {
     kn_tensor *v = kn_tensor_view_of(t, shape, ndim, stride, offset);
-    if (v && kn_ag_record_view(t, v, rec) != KN_OK) {
+    if (v && kn_interpose_view(t, v, rec) != KN_OK) {
         kn_tensor_decref(v);
         return NULL;
     }

@@ -3,7 +3,9 @@
 #include <stdlib.h>
 
 #include "core/error.h"
-#include "kiln/kiln.h"
+#include "kiln/autograd.h"
+#include "kiln/ops.h"
+#include "kiln/optim.h"
 
 /* The dtype the norms are combined in: the grads' own when they agree, else f64 if any is
  * f64, else f32. */

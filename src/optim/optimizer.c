@@ -6,7 +6,11 @@
 
 #include "core/error.h"
 #include "core/tensor_impl.h"
-#include "kiln/kiln.h"
+#include "kiln/autograd.h"
+#include "kiln/nn.h"
+#include "kiln/ops.h"
+#include "kiln/optim.h"
+#include "kiln/runtime.h"
 #include "ops/ops_internal.h"
 #include "ops/optim_check.h"
 

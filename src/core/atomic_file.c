@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "io/atomic_file.h"
+#include "core/atomic_file.h"
 
 struct kn_atomic_file {
     FILE *stream;

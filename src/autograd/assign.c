@@ -4,7 +4,7 @@
 #include "autograd/autograd_impl.h"
 #include "core/error.h"
 #include "core/tensor_impl.h"
-#include "kiln/hf.h"
+#include "kiln/autograd.h"
 #include "kiln/runtime.h"
 
 kn_status kn_tensor_assign_(kn_tensor *dst, kn_tensor *src) {
