@@ -60,8 +60,8 @@ void kn_storage_retain(kn_storage *s) { atomic_fetch_add_explicit(&s->refs, 1, m
 
 void kn_storage_release(kn_storage *s) {
     if (!s || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1) return;
-    /* Safe without waiting: every use of the block was queued on the device's stream before
-     * this point, and any later user is queued after it. */
+    /* Safe without waiting, on any stream: every node that used the block held this storage
+     * until it had run (docs/decisions.md, "Streams, events and node lifetime"). */
     if (s->release) s->release(s->release_ctx);
     else s->backend->free(s->device.index, s->block);
     kn_recycler_put(&storage_headers, s);
@@ -240,7 +240,7 @@ kn_tensor *kn_from_host(const void *data, kn_dtype dtype, kn_shape shape, kn_dev
     if (!t) return NULL;
     size_t bytes = t->storage->bytes;
     if (bytes && t->storage->backend->holds_values &&
-        t->storage->backend->copy_from_host(t->storage, 0, data, bytes) != KN_OK) {
+        t->storage->backend->copy_from_host(kn_stream_of(device), t->storage, 0, data, bytes) != KN_OK) {
         kn_tensor_decref(t);
         return NULL;
     }
@@ -265,7 +265,11 @@ kn_status kn_to_host(kn_tensor *t, void *dst, size_t dst_bytes) {
     kn_tensor *c = kn_contiguous(t);
     if (!c) return kn_last_status();
     kn_status st = kn_fused_flush(); /* the values may still wait in fused mode's window */
-    if (st == KN_OK) st = c->storage->backend->copy_to_host(dst, c->storage, (size_t)c->offset * kn_dtype_size(c->dtype), need);
+    /* whichever stream made the values; errors are the current stream's */
+    if (st == KN_OK) st = kn_device_sync(c->storage->device);
+    if (st == KN_OK)
+        st = c->storage->backend->copy_to_host(kn_stream_of(c->storage->device), dst, c->storage,
+                                               (size_t)c->offset * kn_dtype_size(c->dtype), need);
     kn_release(c);
     return st;
 }

@@ -55,8 +55,7 @@ kn_status kn_debug_run(kn_backend *b, kn_node *n) {
     kn_tensor *outs[KN_NODE_MAX_OUT];
     for (int i = 0; i < n_out; i++) outs[i] = kn_tensor_incref(n->out[i]);
 
-    b->launch(n);
-    kn_status st = b->sync();
+    kn_status st = kn_node_run_now(n);
     if (st == KN_OK && check && finite_in) {
         checking = true;
         for (int i = 0; i < n_out && st == KN_OK; i++) {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "exec/dispatch.h"
 #include "exec/fused.h"
 
 enum { DEFAULT_WINDOW = 1024 };
@@ -41,11 +42,12 @@ kn_status kn_fused_submit(kn_backend *b, kn_node *n) {
         if (!nn || !bb) { /* no room to wait: run it now, after what waits */
             st = flush_locked();
             pthread_mutex_unlock(&lock);
-            b->launch(n);
+            kn_node_launch(n);
             return st;
         }
         cap = grown;
     }
+    if (count && nodes[count - 1]->stream != n->stream) st = flush_locked(); /* a window runs on one stream */
     nodes[count] = n;
     backends[count++] = b;
     if (count >= window_limit()) st = flush_locked();
