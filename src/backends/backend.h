@@ -115,6 +115,9 @@ void kn_register_builtin_backends(void);
 kn_status kn_backends_init(void);
 /* The backend for a device type (NULL if none is registered). */
 kn_backend *kn_backend_for(kn_device_type type);
+/* Whether a registered backend has device d (kn_device_available without starting the runtime,
+ * for start-up itself). */
+bool kn_device_exists(kn_device d);
 /* The same, initialized; NULL with an error if the device is not available. */
 kn_backend *kn_backend_get(kn_device device);
 void kn_backend_register_kernels(kn_backend *b, const kn_kernel_reg *regs);

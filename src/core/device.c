@@ -88,9 +88,14 @@ bool kn_device_parse(const char *text, kn_device *out) {
     return false;
 }
 
-bool kn_device_available(kn_device d) {
+bool kn_device_exists(kn_device d) {
     kn_backend *b = kn_backend_for(d.type);
     return b && has_device(b, d.index);
+}
+
+bool kn_device_available(kn_device d) {
+    kn_runtime_ready(); /* registers the backends */
+    return kn_device_exists(d);
 }
 
 kn_backend *kn_backend_get(kn_device d) {

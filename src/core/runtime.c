@@ -54,7 +54,7 @@ static kn_status parse_shadow(const char *text, const char *what, int *code) {
     size_t len = 0;
     for (int t = 0; t < KN_DEVICE_TYPE_COUNT && len < sizeof choices; t++) {
         kn_backend *b = kn_backend_for((kn_device_type)t);
-        if (b && b->holds_values && kn_device_available((kn_device){(kn_device_type)t, 0}))
+        if (b && b->holds_values && kn_device_exists((kn_device){(kn_device_type)t, 0}))
             len += (size_t)snprintf(choices + len, sizeof choices - len, len ? ", %s" : "%s", b->name);
     }
     kn_device d;
@@ -64,7 +64,7 @@ static kn_status parse_shadow(const char *text, const char *what, int *code) {
     if (!b->holds_values)
         return kn_error(KN_ERR_DEVICE, "%s: the %s backend holds no values, so it cannot be the reference (try %s)",
                         what, b->name, choices);
-    if (!kn_device_available(d)) return kn_error(KN_ERR_DEVICE, "%s: that device is not available (try %s)", what, choices);
+    if (!kn_device_exists(d)) return kn_error(KN_ERR_DEVICE, "%s: that device is not available (try %s)", what, choices);
     *code = 1 + ((int)d.type | d.index << 8);
     return KN_OK;
 }
@@ -131,7 +131,7 @@ static void start(void) {
     s = getenv("KILN_DEVICE");
     if (s && *s && start_status == KN_OK) {
         kn_device d;
-        if (!kn_device_parse(s, &d) || !kn_device_available(d)) {
+        if (!kn_device_parse(s, &d) || !kn_device_exists(d)) {
             snprintf(msg, sizeof msg, "KILN_DEVICE=%s: no such device available (try cpu or meta)", s);
             start_fail(KN_ERR_DEVICE, msg);
         } else {
