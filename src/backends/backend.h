@@ -55,7 +55,7 @@ typedef struct kn_backend {
     bool host_memory;  /* its memory is host memory (no pinned staging buffers needed) */
 
     kn_status (*init)(struct kn_backend *b);
-    /* Devices: how many this process can use, and what each is. */
+    /* Devices: how many this process can use; name and memory of one (core fills the rest). */
     int (*device_count)(void);
     void (*device_properties)(int index, kn_device_props *out);
 

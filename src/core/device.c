@@ -163,6 +163,8 @@ kn_status kn_device_properties(kn_device device, kn_device_props *out) {
     if (!b) return kn_last_status();
     memset(out, 0, sizeof *out);
     out->device = device;
+    out->holds_values = b->holds_values;
+    out->host_memory = b->host_memory;
     b->device_properties(device.index, out);
     out->max_streams = KN_MAX_STREAMS;
     out->streams = kn_stream_count(device);

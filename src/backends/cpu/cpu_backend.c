@@ -31,8 +31,6 @@ static void cpu_device_properties(int index, kn_device_props *out) {
              device_count > 1 ? "logical device over host memory" : "host");
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     out->total_memory_bytes = pages > 0 && page > 0 ? (int64_t)pages * page : 0;
-    out->holds_values = true;
-    out->host_memory = true;
 }
 
 static kn_status cpu_alloc(int index, size_t bytes, void **data, void **block) {
