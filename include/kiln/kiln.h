@@ -16,6 +16,7 @@
 #include "kiln/data.h"
 #include "kiln/optim.h"
 #include "kiln/stats.h"
+#include "kiln/stream.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 #include "kiln/tokenizer.h"

@@ -1,4 +1,7 @@
-/* Devices: names, the backend registry, the default device, memory statistics. */
+/* Devices: names, the backend registry, device counts and properties, the default device,
+ * memory statistics. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,13 +20,52 @@ const char *kn_device_type_name(kn_device_type t) {
     return (unsigned)t < KN_DEVICE_TYPE_COUNT ? type_names[t] : "?";
 }
 
-kn_backend *kn_backend_for(kn_device_type type) {
-    switch (type) {
-    case KN_DEVICE_CPU: return &kn_cpu_backend;
-    case KN_DEVICE_META: return &kn_meta_backend;
-    default: return NULL; /* CUDA arrives with its own backend folder */
+/* The registry: filled at start-up (kn_register_builtin_backends) and by kn_backend_register;
+ * a slot is written before the count that publishes it. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static kn_backend *registry[KN_DEVICE_TYPE_COUNT];
+static atomic_int registered;
+static bool initialized; /* guarded by registry_lock */
+
+kn_status kn_backend_register(kn_backend *b) {
+    if (!b) return kn_error(KN_ERR_NULL, "backend_register: the backend is NULL");
+    if ((unsigned)b->type >= KN_DEVICE_TYPE_COUNT)
+        return kn_error(KN_ERR_ARG, "backend_register(%s): device type %d is not one kiln knows", b->name, (int)b->type);
+    pthread_mutex_lock(&registry_lock);
+    kn_status st = KN_OK;
+    int n = atomic_load(&registered);
+    for (int i = 0; i < n && st == KN_OK; i++)
+        if (registry[i]->type == b->type)
+            st = kn_error(KN_ERR_ARG, "backend_register(%s): the %s backend is registered for %s devices already",
+                          b->name, registry[i]->name, kn_device_type_name(b->type));
+    if (st == KN_OK && initialized && b->init) st = b->init(b);
+    if (st == KN_OK) {
+        registry[n] = b;
+        atomic_store(&registered, n + 1);
     }
+    pthread_mutex_unlock(&registry_lock);
+    return st;
 }
+
+kn_status kn_backends_init(void) {
+    pthread_mutex_lock(&registry_lock);
+    kn_status first = KN_OK;
+    int n = atomic_load(&registered);
+    for (int i = 0; i < n; i++)
+        if (registry[i]->init && registry[i]->init(registry[i]) != KN_OK && first == KN_OK) first = kn_last_status();
+    initialized = true;
+    pthread_mutex_unlock(&registry_lock);
+    return first;
+}
+
+kn_backend *kn_backend_for(kn_device_type type) {
+    int n = atomic_load_explicit(&registered, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (registry[i]->type == type) return registry[i];
+    return NULL;
+}
+
+static bool has_device(kn_backend *b, int index) { return index >= 0 && index < b->device_count(); }
 
 bool kn_device_parse(const char *text, kn_device *out) {
     if (!text) return false;
@@ -46,9 +88,14 @@ bool kn_device_parse(const char *text, kn_device *out) {
     return false;
 }
 
-bool kn_device_available(kn_device d) {
+bool kn_device_exists(kn_device d) {
     kn_backend *b = kn_backend_for(d.type);
-    return b && b->available(d.index);
+    return b && has_device(b, d.index);
+}
+
+bool kn_device_available(kn_device d) {
+    kn_runtime_ready(); /* registers the backends */
+    return kn_device_exists(d);
 }
 
 kn_backend *kn_backend_get(kn_device d) {
@@ -57,8 +104,9 @@ kn_backend *kn_backend_get(kn_device d) {
     if (!b)
         return kn_error_null(KN_ERR_DEVICE, "device %s:%d: this build of kiln has no %s backend",
                              kn_device_type_name(d.type), d.index, kn_device_type_name(d.type));
-    if (!b->available(d.index))
-        return kn_error_null(KN_ERR_DEVICE, "device %s:%d is not available", b->name, d.index);
+    if (!has_device(b, d.index))
+        return kn_error_null(KN_ERR_DEVICE, "device %s:%d is not available (this process has %d %s device%s)", b->name,
+                             d.index, b->device_count(), b->name, b->device_count() == 1 ? "" : "s");
     return b;
 }
 
@@ -99,6 +147,26 @@ void kn_memory_empty_cache(kn_device device) {
     kn_backend *b = kn_backend_get(device);
     if (!b) return;
     kn_realize_pending(NULL);
-    b->sync();
+    kn_device_wait(device);
     b->empty_cache(device.index);
+}
+
+int kn_device_count(kn_device_type type) {
+    if (!kn_runtime_ready()) return 0;
+    kn_backend *b = kn_backend_for(type);
+    return b ? b->device_count() : 0;
+}
+
+kn_status kn_device_properties(kn_device device, kn_device_props *out) {
+    if (!out) return kn_error(KN_ERR_NULL, "device_properties: output pointer is NULL");
+    kn_backend *b = kn_backend_get(device);
+    if (!b) return kn_last_status();
+    memset(out, 0, sizeof *out);
+    out->device = device;
+    out->holds_values = b->holds_values;
+    out->host_memory = b->host_memory;
+    b->device_properties(device.index, out);
+    out->max_streams = KN_MAX_STREAMS;
+    out->streams = kn_stream_count(device);
+    return KN_OK;
 }

@@ -54,7 +54,7 @@ static kn_status parse_shadow(const char *text, const char *what, int *code) {
     size_t len = 0;
     for (int t = 0; t < KN_DEVICE_TYPE_COUNT && len < sizeof choices; t++) {
         kn_backend *b = kn_backend_for((kn_device_type)t);
-        if (b && b->holds_values && b->available(0))
+        if (b && b->holds_values && kn_device_exists((kn_device){(kn_device_type)t, 0}))
             len += (size_t)snprintf(choices + len, sizeof choices - len, len ? ", %s" : "%s", b->name);
     }
     kn_device d;
@@ -64,7 +64,7 @@ static kn_status parse_shadow(const char *text, const char *what, int *code) {
     if (!b->holds_values)
         return kn_error(KN_ERR_DEVICE, "%s: the %s backend holds no values, so it cannot be the reference (try %s)",
                         what, b->name, choices);
-    if (!b->available(d.index)) return kn_error(KN_ERR_DEVICE, "%s: that device is not available (try %s)", what, choices);
+    if (!kn_device_exists(d)) return kn_error(KN_ERR_DEVICE, "%s: that device is not available (try %s)", what, choices);
     *code = 1 + ((int)d.type | d.index << 8);
     return KN_OK;
 }
@@ -112,11 +112,8 @@ static void start(void) {
         }
     }
 
-    for (int t = 0; t < KN_DEVICE_TYPE_COUNT; t++) {
-        kn_backend *b = kn_backend_for((kn_device_type)t);
-        if (b && b->init && b->init(b) != KN_OK && start_status == KN_OK)
-            start_fail(kn_last_status(), kn_last_error());
-    }
+    kn_register_builtin_backends();
+    if (kn_backends_init() != KN_OK && start_status == KN_OK) start_fail(kn_last_status(), kn_last_error());
 
     /* KILN_SHADOW alone is a request to debug: it starts kiln in debug mode. */
     s = getenv("KILN_SHADOW");
@@ -134,7 +131,7 @@ static void start(void) {
     s = getenv("KILN_DEVICE");
     if (s && *s && start_status == KN_OK) {
         kn_device d;
-        if (!kn_device_parse(s, &d) || !kn_device_available(d)) {
+        if (!kn_device_parse(s, &d) || !kn_device_exists(d)) {
             snprintf(msg, sizeof msg, "KILN_DEVICE=%s: no such device available (try cpu or meta)", s);
             start_fail(KN_ERR_DEVICE, msg);
         } else {
@@ -200,13 +197,8 @@ kn_mode kn_get_mode(void) {
 kn_status kn_sync(void) {
     if (!kn_runtime_ready()) return kn_last_status();
     kn_status first = kn_realize_pending(NULL);
-    for (int t = 0; t < KN_DEVICE_TYPE_COUNT; t++) {
-        kn_backend *b = kn_backend_for((kn_device_type)t);
-        if (!b || !b->sync) continue;
-        kn_status st = b->sync();
-        if (st != KN_OK && first == KN_OK) first = st;
-    }
-    return first;
+    kn_status st = kn_streams_sync_all(); /* every stream of every device */
+    return first != KN_OK ? first : st;
 }
 
 void kn_set_num_threads(int n) {

@@ -58,8 +58,8 @@ void kn_storage_retain(kn_storage *s) { atomic_fetch_add_explicit(&s->refs, 1, m
 
 void kn_storage_release(kn_storage *s) {
     if (!s || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1) return;
-    /* Safe without waiting: every use of the block was queued on the device's stream before
-     * this point, and any later user is queued after it. */
+    /* Safe without waiting, on any stream: every node that used the block held this storage
+     * until it had run (docs/decisions.md, "Streams, events and node lifetime"). */
     if (s->release) s->release(s->release_ctx);
     else s->backend->free(s->device.index, s->block);
     kn_recycler_put(&storage_headers, s);
@@ -238,7 +238,7 @@ kn_tensor *kn_from_host(const void *data, kn_dtype dtype, kn_shape shape, kn_dev
     if (!t) return NULL;
     size_t bytes = t->storage->bytes;
     if (bytes && t->storage->backend->holds_values &&
-        t->storage->backend->copy_from_host(t->storage, 0, data, bytes) != KN_OK) {
+        t->storage->backend->copy_from_host(kn_stream_of(device), t->storage, 0, data, bytes) != KN_OK) {
         kn_tensor_decref(t);
         return NULL;
     }
@@ -277,8 +277,10 @@ kn_status kn_to_host(kn_tensor *t, void *dst, size_t dst_bytes) {
                         kn_describe(t, desc, sizeof desc), s->backend->name);
     if (need == 0) return kn_sync();
     kn_status st = kn_realize_pending(t); /* the work that makes t may not have been launched */
+    /* whichever stream made the values; errors are the current stream's */
+    if (st == KN_OK) st = kn_device_sync(s->device);
     if (st != KN_OK) return st;
-    if (kn_tensor_is_contiguous(t)) return s->backend->copy_to_host(dst, s, (size_t)t->offset * es, need);
+    if (kn_tensor_is_contiguous(t)) return s->backend->copy_to_host(kn_stream_of(s->device), dst, s, (size_t)t->offset * es, need);
     /* A strided view: the storage range it spans comes over, and is gathered here. */
     int64_t lo = t->offset, hi = t->offset;
     for (int d = 0; d < t->ndim; d++) {
@@ -291,7 +293,7 @@ kn_status kn_to_host(kn_tensor *t, void *dst, size_t dst_bytes) {
     if (!staging)
         return kn_error(KN_ERR_OOM, "to_host: out of host memory staging %zu bytes of %s", span,
                         kn_describe(t, desc, sizeof desc));
-    st = s->backend->copy_to_host(staging, s, (size_t)lo * es, span);
+    st = s->backend->copy_to_host(kn_stream_of(s->device), staging, s, (size_t)lo * es, span);
     if (st == KN_OK) gather(dst, staging + (t->offset - lo) * (int64_t)es, t, es);
     free(staging);
     return st;

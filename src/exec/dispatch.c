@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/call_site.h"
 #include "core/recycler.h"
 #include "core/runtime_impl.h"
 #include "core/stats.h"
@@ -75,6 +76,7 @@ void *kn_op_fail(kn_opctx *c, kn_status code, const char *fmt, ...) {
 bool kn_op_begin_on(kn_opctx *c, kn_op_id op, int n_in, kn_tensor *const *in, kn_device device) {
     c->node = NULL;
     if (!kn_runtime_ready()) return false;
+    kn_tasks_drain(); /* nodes that have run are released here, on the host */
     for (int i = 0; i < n_in; i++)
         if (!in[i]) {
             kn_error_null_input(kn_op_name(op), i);
@@ -103,7 +105,7 @@ bool kn_op_begin_on(kn_opctx *c, kn_op_id op, int n_in, kn_tensor *const *in, kn
                               kn_dtype_name(in[i]->dtype), kn_op_name(op), list) != NULL;
         }
     c->backend = kn_backend_get(c->device);
-    if (!c->backend) {
+    if (!c->backend || !(n->stream = kn_stream_of(c->device))) {
         kn_node_free(n);
         c->node = NULL;
         return false;
@@ -156,6 +158,38 @@ kn_status kn_node_execute(kn_backend *b, kn_node *n) {
     return b->kernels[n->op].fn(n);
 }
 
+/* A node's work on its stream. An error names the op, its inputs, the device and the stream,
+ * and stays with that stream until its sync. */
+static kn_status run_node(void *arg) {
+    kn_node *n = arg;
+    kn_stream *s = n->stream;
+    kn_status st = kn_node_execute(s->backend, n);
+    if (st == KN_OK) return KN_OK;
+    char msg[640], inputs[320];
+    snprintf(msg, sizeof msg, "%s", kn_last_error());
+    kn_op_describe_inputs(n, inputs, sizeof inputs);
+    return kn_error(st, "%s (reported asynchronously) by %s(%s) on %s:%d, stream %d", msg,
+                    kn_op_name_in(n->op, &n->attrs), inputs, s->backend->name, s->device.index, s->id);
+}
+
+/* The completion: exec releases the node on a host thread (kn_tasks_drain), never the backend. */
+static void node_done(void *arg) { kn_node_free(arg); }
+
+void kn_node_launch(kn_node *n) {
+    n->task = (kn_task){run_node, node_done, n, NULL};
+    n->stream->backend->launch(n->stream, &n->task);
+}
+
+kn_status kn_node_run_now(kn_node *n) {
+    kn_stream *s = n->stream;
+    kn_node_launch(n);
+    kn_status st = kn_stream_sync(s);
+    if (st == KN_OK) return KN_OK;
+    char msg[1024], site[256];
+    snprintf(msg, sizeof msg, "%s", kn_last_error());
+    return kn_error(st, "%s; called from %s", msg, kn_call_site(site, sizeof site));
+}
+
 /* Hands the node to the mode's scheduler; the node is consumed. */
 static kn_status submit(kn_opctx *c, kn_mode mode) {
     kn_node *n = c->node;
@@ -195,7 +229,7 @@ static kn_status run_synchronously(kn_opctx *c, kn_tensor **outs) {
         st = kn_error(KN_ERR_UNSUPPORTED, "%s(%s): the %s backend has no %s kernel for %s%s", kn_op_name(n->op),
                       inputs, b->name, kn_op_name(n->op), kn_dtype_name(key),
                       b->holds_values ? "" : " (its output shape depends on values, which meta tensors lack)");
-    else if ((st = kn_realize(NULL)) == KN_OK && (st = b->sync()) == KN_OK)
+    else if ((st = kn_realize(NULL)) == KN_OK && (st = kn_device_sync(c->device)) == KN_OK)
         st = kn_node_execute(b, n);
     /* The kernel made the outputs, so the interposers see the node once they exist. */
     if (st == KN_OK) {

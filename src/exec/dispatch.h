@@ -56,9 +56,13 @@ void kn_op_describe_inputs(const kn_node *n, char *buf, size_t size);
 kn_dtype kn_node_key_dtype(const kn_node *n);
 /* A zeroed node of op with room for n_in inputs (NULL with an error when out of memory). */
 kn_node *kn_node_make(kn_op_id op, int n_in);
-/* Frees a node and drops its references (backends call this after running it). */
+/* Frees a node and drops its references (exec calls this once the node has run). */
 void kn_node_free(kn_node *n);
-/* Runs a node's kernel on the calling thread: the backends' streams call this. */
+/* Runs a node's kernel on the calling thread (stream tasks, ops that run on the host). */
 kn_status kn_node_execute(kn_backend *b, kn_node *n);
+/* Queues n on n->stream; the node is consumed (released on the host once it has run). */
+void kn_node_launch(kn_node *n);
+/* The same, then waits for n->stream: its error, with the host's call site (debug mode). */
+kn_status kn_node_run_now(kn_node *n);
 
 #endif

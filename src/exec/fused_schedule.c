@@ -223,17 +223,18 @@ static void launch_group(group *g, kn_node *const *nodes, kn_backend *b, kn_fuse
     kn_node *f = kn_node_make(KN_OP_fused, g->ir.n_in);
     if (!f) { /* no memory for the node: run the chain op by op */
         free(L);
-        for (int j = 0; j < g->count; j++) b->launch(nodes[g->first + j]);
+        for (int j = 0; j < g->count; j++) kn_node_launch(nodes[g->first + j]);
         return;
     }
     L->fn = g->fn;
     f->aux = L;
+    f->stream = nodes[g->first]->stream;
     for (int i = 0; i < g->ir.n_in; i++) f->in[i] = kn_tensor_incref(g->inputs[i]);
     f->n_out = g->ir.n_out + (g->ir.reduce_op != KN_OP_COUNT);
     for (int k = 0; k < f->n_out; k++) f->out[k] = kn_tensor_incref(g->outputs[k]);
     f->fresh_out = (uint8_t)((1u << f->n_out) - 1);
     for (int j = 0; j < g->count; j++) kn_node_free(nodes[g->first + j]);
-    b->launch(f);
+    kn_node_launch(f);
 }
 
 /* A node that reads no tensor (fill, arange, random draws: their Philox offsets were fixed when
@@ -327,7 +328,7 @@ kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n) {
             launch_group(&groups[k], nodes, backends[i], launches[k]);
             i += groups[k++].count;
         } else {
-            backends[i]->launch(nodes[i]);
+            kn_node_launch(nodes[i]);
             i++;
         }
     }

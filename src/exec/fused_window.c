@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "exec/dispatch.h"
 #include "exec/fused.h"
 #include "exec/scheduler.h"
 
@@ -43,11 +44,12 @@ static kn_status fused_submit(kn_backend *b, kn_node *n) {
         if (!nn || !bb) { /* no room to wait: run it now, after what waits */
             st = flush_locked();
             pthread_mutex_unlock(&lock);
-            b->launch(n);
+            kn_node_launch(n);
             return st;
         }
         cap = grown;
     }
+    if (count && nodes[count - 1]->stream != n->stream) st = flush_locked(); /* a window runs on one stream */
     nodes[count] = n;
     backends[count++] = b;
     if (count >= window_limit()) st = flush_locked();

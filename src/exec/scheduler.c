@@ -2,15 +2,17 @@
 #include "exec/scheduler.h"
 
 #include "core/hooks.h"
+#include "exec/dispatch.h"
 
 static kn_status strict_submit(kn_backend *b, kn_node *n) {
-    b->launch(n);
+    (void)b;
+    kn_node_launch(n);
     return KN_OK;
 }
 
 static kn_status debug_submit(kn_backend *b, kn_node *n) {
-    b->launch(n);
-    return b->sync();
+    (void)b;
+    return kn_node_run_now(n);
 }
 
 const kn_scheduler kn_strict_scheduler = {"strict", strict_submit, NULL};

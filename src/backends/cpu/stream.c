@@ -1,15 +1,11 @@
-/* The CPU stream: a bounded ring of tasks and one worker thread. The host spins briefly
- * before sleeping, and so does the worker, so that a steady flow of small ops costs no
- * system calls. */
+/* A CPU stream: a bounded ring of tasks and one worker thread, started with the first task.
+ * The host spins briefly before sleeping, and so does the worker, so that a steady flow of
+ * small ops costs no system calls. */
 #include "backends/cpu/stream.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-
-#include "core/error.h"
 
 #define RING 4096
 /* Spin budgets, in pause instructions (~20 ns each here). The worker waits ~100 us for the
@@ -18,27 +14,23 @@
 #define WORKER_SPINS 5000
 #define SYNC_SPINS 500
 
-typedef struct task {
-    kn_task_fn fn;
-    void *arg;
-} task;
-
-static struct {
-    pthread_once_t once;
+struct kn_cpu_queue {
+    kn_stream *stream;
+    atomic_bool started;
+    bool stop;                   /* guarded by lock: the worker exits once the ring is empty */
     pthread_t worker;
     pthread_mutex_t lock;
     pthread_cond_t has_work, has_room, idle;
-    task ring[RING];
+    kn_task *ring[RING];
     size_t head, count;          /* guarded by lock */
     atomic_size_t queued;        /* pushed and not yet finished */
     atomic_int worker_sleeping, room_waiters, idle_waiters;
-    kn_status error;             /* first asynchronous error, guarded by lock */
-    char message[1024];
-} S = {.once = PTHREAD_ONCE_INIT,
-       .lock = PTHREAD_MUTEX_INITIALIZER,
-       .has_work = PTHREAD_COND_INITIALIZER,
-       .has_room = PTHREAD_COND_INITIALIZER,
-       .idle = PTHREAD_COND_INITIALIZER};
+    struct kn_cpu_queue *next;   /* every live queue, for the drain at exit */
+};
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static kn_cpu_queue *live;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -46,82 +38,114 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void *worker_main(void *unused) {
-    (void)unused;
+static void *worker_main(void *arg) {
+    kn_cpu_queue *q = arg;
     for (;;) {
-        for (int i = 0; i < WORKER_SPINS && atomic_load_explicit(&S.queued, memory_order_acquire) == 0; i++) cpu_relax();
-        pthread_mutex_lock(&S.lock);
-        while (S.count == 0) {
-            atomic_store(&S.worker_sleeping, 1);
-            pthread_cond_wait(&S.has_work, &S.lock);
-            atomic_store(&S.worker_sleeping, 0);
+        for (int i = 0; i < WORKER_SPINS && atomic_load_explicit(&q->queued, memory_order_acquire) == 0; i++) cpu_relax();
+        pthread_mutex_lock(&q->lock);
+        while (q->count == 0 && !q->stop) {
+            atomic_store(&q->worker_sleeping, 1);
+            pthread_cond_wait(&q->has_work, &q->lock);
+            atomic_store(&q->worker_sleeping, 0);
         }
-        task t = S.ring[S.head];
-        S.head = (S.head + 1) % RING;
-        S.count--;
-        if (atomic_load(&S.room_waiters)) pthread_cond_signal(&S.has_room);
-        pthread_mutex_unlock(&S.lock);
+        if (q->count == 0) { /* stopped and drained */
+            pthread_mutex_unlock(&q->lock);
+            return NULL;
+        }
+        kn_task *t = q->ring[q->head];
+        q->head = (q->head + 1) % RING;
+        q->count--;
+        if (atomic_load(&q->room_waiters)) pthread_cond_signal(&q->has_room);
+        pthread_mutex_unlock(&q->lock);
 
-        kn_status st = t.fn(t.arg);
-        if (st != KN_OK) {
-            pthread_mutex_lock(&S.lock);
-            if (S.error == KN_OK) {
-                S.error = st;
-                snprintf(S.message, sizeof S.message, "%s (reported asynchronously)", kn_last_error());
-            }
-            pthread_mutex_unlock(&S.lock);
-            kn_clear_error();
-        }
-        if (atomic_fetch_sub(&S.queued, 1) == 1 && atomic_load(&S.idle_waiters)) {
-            pthread_mutex_lock(&S.lock);
-            pthread_cond_broadcast(&S.idle);
-            pthread_mutex_unlock(&S.lock);
+        kn_task_run(q->stream, t);
+        if (atomic_fetch_sub(&q->queued, 1) == 1 && atomic_load(&q->idle_waiters)) {
+            pthread_mutex_lock(&q->lock);
+            pthread_cond_broadcast(&q->idle);
+            pthread_mutex_unlock(&q->lock);
         }
     }
-    return NULL;
 }
 
 /* Work still queued when the program exits is finished first, so that no kernel runs while
  * the process tears down. */
-static void drain_at_exit(void) { kn_cpu_stream_sync(); }
-
-static void start_worker(void) {
-    atexit(drain_at_exit);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_create(&S.worker, &attr, worker_main, NULL);
-    pthread_attr_destroy(&attr);
+static void drain_at_exit(void) {
+    pthread_mutex_lock(&live_lock);
+    for (kn_cpu_queue *q = live; q; q = q->next) kn_cpu_queue_wait(q);
+    pthread_mutex_unlock(&live_lock);
 }
 
-void kn_cpu_stream_push(kn_task_fn fn, void *arg) {
-    pthread_once(&S.once, start_worker);
-    atomic_fetch_add(&S.queued, 1);
-    pthread_mutex_lock(&S.lock);
-    while (S.count == RING) {
-        atomic_fetch_add(&S.room_waiters, 1);
-        pthread_cond_wait(&S.has_room, &S.lock);
-        atomic_fetch_sub(&S.room_waiters, 1);
-    }
-    S.ring[(S.head + S.count) % RING] = (task){fn, arg};
-    S.count++;
-    if (atomic_load(&S.worker_sleeping)) pthread_cond_signal(&S.has_work);
-    pthread_mutex_unlock(&S.lock);
+static void register_exit_drain(void) { atexit(drain_at_exit); }
+
+kn_cpu_queue *kn_cpu_queue_new(kn_stream *s) {
+    kn_cpu_queue *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    q->stream = s;
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->has_work, NULL);
+    pthread_cond_init(&q->has_room, NULL);
+    pthread_cond_init(&q->idle, NULL);
+    pthread_once(&exit_once, register_exit_drain);
+    pthread_mutex_lock(&live_lock);
+    q->next = live;
+    live = q;
+    pthread_mutex_unlock(&live_lock);
+    return q;
 }
 
-kn_status kn_cpu_stream_sync(void) {
-    for (int i = 0; i < SYNC_SPINS && atomic_load_explicit(&S.queued, memory_order_acquire) != 0; i++) cpu_relax();
-    pthread_mutex_lock(&S.lock);
-    if (atomic_load(&S.queued) != 0) {
-        atomic_fetch_add(&S.idle_waiters, 1);
-        while (atomic_load(&S.queued) != 0) pthread_cond_wait(&S.idle, &S.lock);
-        atomic_fetch_sub(&S.idle_waiters, 1);
+void kn_cpu_queue_free(kn_cpu_queue *q) {
+    if (!q) return;
+    pthread_mutex_lock(&live_lock);
+    for (kn_cpu_queue **p = &live; *p; p = &(*p)->next)
+        if (*p == q) {
+            *p = q->next;
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+    pthread_mutex_lock(&q->lock);
+    q->stop = true;
+    pthread_cond_signal(&q->has_work);
+    pthread_mutex_unlock(&q->lock);
+    if (atomic_load(&q->started)) pthread_join(q->worker, NULL);
+    pthread_mutex_destroy(&q->lock);
+    pthread_cond_destroy(&q->has_work);
+    pthread_cond_destroy(&q->has_room);
+    pthread_cond_destroy(&q->idle);
+    free(q);
+}
+
+static void start_worker(kn_cpu_queue *q) {
+    pthread_mutex_lock(&q->lock);
+    if (!atomic_load(&q->started)) {
+        pthread_create(&q->worker, NULL, worker_main, q);
+        atomic_store_explicit(&q->started, true, memory_order_release);
     }
-    kn_status st = S.error;
-    if (st != KN_OK) {
-        kn_error(st, "%s", S.message);
-        S.error = KN_OK;
+    pthread_mutex_unlock(&q->lock);
+}
+
+void kn_cpu_queue_push(kn_cpu_queue *q, kn_task *t) {
+    if (!atomic_load_explicit(&q->started, memory_order_acquire)) start_worker(q);
+    atomic_fetch_add(&q->queued, 1);
+    pthread_mutex_lock(&q->lock);
+    while (q->count == RING) {
+        atomic_fetch_add(&q->room_waiters, 1);
+        pthread_cond_wait(&q->has_room, &q->lock);
+        atomic_fetch_sub(&q->room_waiters, 1);
     }
-    pthread_mutex_unlock(&S.lock);
-    return st;
+    q->ring[(q->head + q->count) % RING] = t;
+    q->count++;
+    if (atomic_load(&q->worker_sleeping)) pthread_cond_signal(&q->has_work);
+    pthread_mutex_unlock(&q->lock);
+}
+
+void kn_cpu_queue_wait(kn_cpu_queue *q) {
+    for (int i = 0; i < SYNC_SPINS && atomic_load_explicit(&q->queued, memory_order_acquire) != 0; i++) cpu_relax();
+    if (atomic_load_explicit(&q->queued, memory_order_acquire) == 0) return;
+    pthread_mutex_lock(&q->lock);
+    if (atomic_load(&q->queued) != 0) {
+        atomic_fetch_add(&q->idle_waiters, 1);
+        while (atomic_load(&q->queued) != 0) pthread_cond_wait(&q->idle, &q->lock);
+        atomic_fetch_sub(&q->idle_waiters, 1);
+    }
+    pthread_mutex_unlock(&q->lock);
 }

@@ -1,15 +1,18 @@
-/* The CPU device's stream: one worker thread runs queued tasks in order. */
+/* A CPU stream's queue: one worker thread runs queued tasks in order. */
 #ifndef KILN_BACKENDS_CPU_STREAM_H
 #define KILN_BACKENDS_CPU_STREAM_H
 
-#include "kiln/status.h"
+#include "backends/backend.h"
 
-typedef kn_status (*kn_task_fn)(void *arg);
+typedef struct kn_cpu_queue kn_cpu_queue;
 
-/* Queues fn(arg); blocks only while the queue is full. */
-void kn_cpu_stream_push(kn_task_fn fn, void *arg);
-/* Waits until every queued task has run; returns (and clears) the first error a task
- * reported, with its message set as this thread's last error. */
-kn_status kn_cpu_stream_sync(void);
+/* A queue for stream s; its worker starts when the first task is pushed. NULL if out of memory. */
+kn_cpu_queue *kn_cpu_queue_new(kn_stream *s);
+/* Waits for the queued work, stops the worker and frees the queue. */
+void kn_cpu_queue_free(kn_cpu_queue *q);
+/* Queues t; blocks only while the queue is full. */
+void kn_cpu_queue_push(kn_cpu_queue *q, kn_task *t);
+/* Waits until every queued task has run. */
+void kn_cpu_queue_wait(kn_cpu_queue *q);
 
 #endif

@@ -1,10 +1,11 @@
 /* The meta backend: tensors with shapes and no memory. Every op "runs" by being counted, so a
  * model can be traced for its op list, FLOPs and memory without loading it. */
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backends/backend.h"
-#include "exec/dispatch.h"
+#include "core/error.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static kn_memory_stats stats;
@@ -46,7 +47,11 @@ static void meta_reset_peak(int index) {
 }
 
 static void meta_empty_cache(int index) {}
-static bool meta_available(int index) { return index == 0; }
+static int meta_device_count(void) { return 1; }
+
+static void meta_device_properties(int index, kn_device_props *out) {
+    snprintf(out->name, sizeof out->name, "meta:%d (shapes only)", index);
+}
 
 /* FLOPs of one node: 2 per multiply-add for products, one per output element otherwise. */
 static double node_flops(const kn_node *n) {
@@ -75,24 +80,33 @@ static double node_flops(const kn_node *n) {
     return in_numel > out_numel ? in_numel : out_numel;
 }
 
-static void meta_launch(kn_node *n) {
+/* Every op "runs" by being counted. */
+static kn_status meta_kernel(kn_node *n) {
     double flops = node_flops(n);
     pthread_mutex_lock(&lock);
     trace.ops++;
     trace.flops += flops;
     op_counts[n->op]++;
     pthread_mutex_unlock(&lock);
-    kn_node_free(n);
+    return KN_OK;
 }
 
-static kn_status meta_sync(void) { return KN_OK; }
-static kn_status meta_no_values(kn_storage *s, size_t off, const void *src, size_t bytes) { return KN_OK; }
+/* Streams: work runs at once on the calling thread, so there is nothing to queue or wait for. */
+static kn_status meta_stream_init(kn_stream *s) { return KN_OK; }
+static void meta_stream_destroy(kn_stream *s) {}
+static void meta_launch(kn_stream *s, kn_task *t) { kn_task_run(s, t); }
+static void meta_stream_wait(kn_stream *s) {}
 
-static kn_status meta_to_host(void *dst, kn_storage *src, size_t off, size_t bytes) {
+static kn_status meta_from_host(kn_stream *s, kn_storage *dst, size_t off, const void *src, size_t bytes) { return KN_OK; }
+
+static kn_status meta_to_host(kn_stream *s, void *dst, kn_storage *src, size_t off, size_t bytes) {
     return kn_error(KN_ERR_DEVICE, "meta tensors hold no values to read");
 }
 
-static kn_status meta_kernel(kn_node *n) { return KN_OK; }
+static kn_status meta_copy_device(kn_stream *s, kn_storage *dst, size_t dst_off, kn_storage *src, size_t src_off,
+                                  size_t bytes) {
+    return KN_OK;
+}
 
 static kn_status meta_init(kn_backend *b) {
     for (int op = 0; op < KN_OP_COUNT; op++)
@@ -129,14 +143,20 @@ kn_backend kn_meta_backend = {
     .type = KN_DEVICE_META,
     .holds_values = false,
     .init = meta_init,
-    .available = meta_available,
+    .device_count = meta_device_count,
+    .device_properties = meta_device_properties,
     .alloc = meta_alloc,
     .free = meta_free,
     .memory_stats = meta_stats,
     .memory_reset_peak = meta_reset_peak,
     .empty_cache = meta_empty_cache,
-    .copy_from_host = meta_no_values,
-    .copy_to_host = meta_to_host,
+    .stream_init = meta_stream_init,
+    .stream_destroy = meta_stream_destroy,
     .launch = meta_launch,
-    .sync = meta_sync,
+    .stream_wait = meta_stream_wait,
+    .event_record = kn_host_event_record,
+    .stream_wait_event = kn_host_stream_wait_event,
+    .copy_from_host = meta_from_host,
+    .copy_to_host = meta_to_host,
+    .copy_device = meta_copy_device,
 };

@@ -1,6 +1,6 @@
 /* Size-class caching allocator. Classes: multiples of 512 B below 1 MiB, then steps of an
  * eighth of the power of two, so rounding wastes at most 12.5%. */
-#include "core/caching_allocator.h"
+#include "core/block_pool.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,15 +15,15 @@ static size_t size_class(size_t bytes) {
 
 static size_t bucket_of(size_t cls) { return (size_t)((cls * 0x9E3779B97F4A7C15ull) >> 54) % KN_ALLOC_BUCKETS; }
 
-kn_cached_block *kn_cache_alloc(kn_caching_allocator *a, size_t bytes) {
+kn_pool_block *kn_block_pool_alloc(kn_block_pool *a, size_t bytes) {
     if (bytes > ((size_t)1 << 56)) return NULL;
     size_t cls = size_class(bytes);
     size_t bucket = bucket_of(cls);
     pthread_mutex_lock(&a->lock);
     a->stats.alloc_count++;
-    for (kn_cached_block **p = &a->free_lists[bucket]; *p; p = &(*p)->next) {
+    for (kn_pool_block **p = &a->free_lists[bucket]; *p; p = &(*p)->next) {
         if ((*p)->size != cls) continue;
-        kn_cached_block *b = *p;
+        kn_pool_block *b = *p;
         *p = b->next;
         a->stats.cache_hits++;
         a->stats.cached_bytes -= (int64_t)cls;
@@ -36,13 +36,13 @@ kn_cached_block *kn_cache_alloc(kn_caching_allocator *a, size_t bytes) {
     }
     pthread_mutex_unlock(&a->lock);
 
-    kn_cached_block *b = malloc(sizeof *b);
+    kn_pool_block *b = malloc(sizeof *b);
     if (!b) return NULL;
     b->size = cls;
     b->next = NULL;
     b->ptr = a->raw_alloc(cls);
     if (!b->ptr) { /* give the cache back to the system and try once more */
-        kn_cache_empty(a);
+        kn_block_pool_empty(a);
         b->ptr = a->raw_alloc(cls);
     }
     if (!b->ptr) {
@@ -60,7 +60,7 @@ kn_cached_block *kn_cache_alloc(kn_caching_allocator *a, size_t bytes) {
     return b;
 }
 
-void kn_cache_free(kn_caching_allocator *a, kn_cached_block *b) {
+void kn_block_pool_free(kn_block_pool *a, kn_pool_block *b) {
     if (!b) return;
     size_t bucket = bucket_of(b->size);
     pthread_mutex_lock(&a->lock);
@@ -71,12 +71,12 @@ void kn_cache_free(kn_caching_allocator *a, kn_cached_block *b) {
     pthread_mutex_unlock(&a->lock);
 }
 
-void kn_cache_empty(kn_caching_allocator *a) {
+void kn_block_pool_empty(kn_block_pool *a) {
     pthread_mutex_lock(&a->lock);
     for (int i = 0; i < KN_ALLOC_BUCKETS; i++) {
-        kn_cached_block *b = a->free_lists[i];
+        kn_pool_block *b = a->free_lists[i];
         while (b) {
-            kn_cached_block *next = b->next;
+            kn_pool_block *next = b->next;
             a->raw_free(b->ptr);
             a->stats.reserved_bytes -= (int64_t)b->size;
             a->stats.cached_bytes -= (int64_t)b->size;
@@ -88,13 +88,13 @@ void kn_cache_empty(kn_caching_allocator *a) {
     pthread_mutex_unlock(&a->lock);
 }
 
-void kn_cache_stats(kn_caching_allocator *a, kn_memory_stats *out) {
+void kn_block_pool_stats(kn_block_pool *a, kn_memory_stats *out) {
     pthread_mutex_lock(&a->lock);
     *out = a->stats;
     pthread_mutex_unlock(&a->lock);
 }
 
-void kn_cache_reset_peak(kn_caching_allocator *a) {
+void kn_block_pool_reset_peak(kn_block_pool *a) {
     pthread_mutex_lock(&a->lock);
     a->stats.peak_allocated_bytes = a->stats.allocated_bytes;
     pthread_mutex_unlock(&a->lock);
