@@ -22,11 +22,16 @@
 /* Generated code is built without kiln's sanitizers even in a sanitized build: it is loaded
  * with dlopen, and needs no instrumentation to be correct. Like the library, it contracts no
  * multiply-adds, so that it rounds as the eager kernels do with either compiler, and its
- * integer arithmetic wraps as theirs does. */
+ * integer arithmetic wraps as theirs does. It is compiled for the CPU it runs on even where the
+ * library is built for a portable baseline (an installed kiln); where that baseline lacks FMA,
+ * kiln's math then leaves it out as the library's does (ops/vector_math.h). */
 static const char *const flags[] = {
     "-std=c17", "-O3", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-fPIC", "-shared", "-fopenmp",
 #ifdef KILN_JIT_MARCH_NATIVE
     "-march=native",
+#if !defined(__FMA__) && !defined(__FP_FAST_FMAF)
+    "-DKN_VM_NO_FMA",
+#endif
 #endif
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0], MAX_WORDS = 16, OUTPUT_MAX = 1 << 16 };
