@@ -52,9 +52,8 @@ KN_VM_INLINE double kn_vm_seld(int c, double a, double b) {
 }
 
 /* Fused multiply-add where the target has it (one rounding), else a product and a sum; the
- * error bounds hold either way. KN_VM_NO_FMA: generated code (compiled for this CPU) rounds as
- * a library built for a target without FMA does (backends/cpu/jit_compile.c). */
-#if (defined(__FMA__) || defined(__FP_FAST_FMAF)) && !defined(KN_VM_NO_FMA)
+ * error bounds hold either way. */
+#if defined(__FMA__) || defined(__FP_FAST_FMAF)
 #define KN_VM_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
 #else
 #define KN_VM_FMA(a, b, c) ((a) * (b) + (c))

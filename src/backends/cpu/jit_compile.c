@@ -24,13 +24,13 @@
  * multiply-adds, so that it rounds as the eager kernels do with either compiler, and its
  * integer arithmetic wraps as theirs does. It is compiled for the CPU it runs on even where the
  * library is built for a portable baseline (an installed kiln); where that baseline lacks FMA,
- * kiln's math then leaves it out as the library's does (ops/vector_math.h). */
+ * kiln's math (ops/vector_math.h, KN_VM_FMA) is told so, and rounds as the library's does. */
 static const char *const flags[] = {
     "-std=c17", "-O3", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-fPIC", "-shared", "-fopenmp",
 #ifdef KILN_JIT_MARCH_NATIVE
     "-march=native",
 #if !defined(__FMA__) && !defined(__FP_FAST_FMAF)
-    "-DKN_VM_NO_FMA",
+    "-U__FMA__", "-U__FP_FAST_FMAF",
 #endif
 #endif
 };
