@@ -4,6 +4,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 CLANG_BUILD ?= build-clang
 FUZZ_BUILD ?= build-fuzz
+INSTALL_BUILD ?= build-install
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 # `make -jN` runs N jobs (read from MAKEFLAGS in the recipes); otherwise one per core.
@@ -72,8 +73,14 @@ bench: all
 demo: all
 	./$(BUILD)/kiln train adder
 
-install: all
-	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
+# Installed artefacts are built apart, portable: for KILN_ARCH (CMake's default: x86-64-v3 on
+# x86-64; `make install KILN_ARCH=x86-64-v2`), not -march=native as the in-tree build that
+# `make test` checks.
+install: deps
+	cmake -S . -B $(INSTALL_BUILD) -DCMAKE_BUILD_TYPE=Release -DKILN_NATIVE=OFF -DKILN_TESTS=OFF \
+		$(if $(KILN_ARCH),-DKILN_ARCH=$(KILN_ARCH)) $(CMAKE_ARGS)
+	cmake --build $(INSTALL_BUILD) -j $(JOBS)
+	cmake --install $(INSTALL_BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(CLANG_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(CLANG_BUILD) $(FUZZ_BUILD) $(INSTALL_BUILD)

@@ -16,7 +16,7 @@ extern "C" {
  * The bytes go to a temporary file beside `path`, which is flushed and fsync'd, renamed over
  * `path`, and the directory fsync'd: readers see the old file or the whole new one, and on
  * any failure the temporary file is removed and the old file is left as it was. */
-kn_status kn_write_file_atomic(const char *path, const void *data, size_t n);
+KN_API kn_status kn_write_file_atomic(const char *path, const void *data, size_t n);
 
 /* The streaming form, for writers that produce their bytes piece by piece:
  *
@@ -28,10 +28,10 @@ kn_status kn_write_file_atomic(const char *path, const void *data, size_t n);
  * commit checks the stream for write errors, makes the file durable and replaces `path`;
  * commit and abort both free `a`. */
 typedef struct kn_atomic_file kn_atomic_file;
-kn_atomic_file *kn_atomic_file_open(const char *path);
-FILE *kn_atomic_file_stream(kn_atomic_file *a);
-kn_status kn_atomic_file_commit(kn_atomic_file *a);
-void kn_atomic_file_abort(kn_atomic_file *a);   /* NULL is ignored */
+KN_API kn_atomic_file *kn_atomic_file_open(const char *path);
+KN_API FILE *kn_atomic_file_stream(kn_atomic_file *a);
+KN_API kn_status kn_atomic_file_commit(kn_atomic_file *a);
+KN_API void kn_atomic_file_abort(kn_atomic_file *a);   /* NULL is ignored */
 
 #ifdef __cplusplus
 }

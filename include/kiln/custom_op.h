@@ -107,19 +107,19 @@ typedef struct kn_custom_op_def {
 
 /* Registers an op; returns its id (>= 0), or -1 with kn_last_error() for a bad definition
  * (no name, a name taken, no kernel and no source, counts out of range...). Thread-safe. */
-int kn_custom_op_register(const kn_custom_op_def *def);
+KN_API int kn_custom_op_register(const kn_custom_op_def *def);
 /* The id of the op with this name, or -1 (with an error set) if there is none. */
-int kn_custom_op_lookup(const char *name);
+KN_API int kn_custom_op_lookup(const char *name);
 /* The op's name, or NULL for an id that names no op. */
-const char *kn_custom_op_name(int id);
+KN_API const char *kn_custom_op_name(int id);
 
 /* Calls op id on n_in inputs with attrs (NULL: all zero) and writes its n_outputs results to
  * out[]. Errors (a NULL input, the wrong count, the shape rule refusing the inputs, a
  * device without a kernel for the op, a source kernel that does not compile) name the op
  * and its inputs: "my_softplus(f32[2, 3]): ...". */
-kn_status kn_custom_call(int id, int n_in, kn_tensor *const *in, const kn_custom_attrs *attrs, kn_tensor **out);
+KN_API kn_status kn_custom_call(int id, int n_in, kn_tensor *const *in, const kn_custom_attrs *attrs, kn_tensor **out);
 /* The same for output 0 (any others are released); NULL on error. */
-kn_tensor *kn_custom_call1(int id, int n_in, kn_tensor *const *in, const kn_custom_attrs *attrs);
+KN_API kn_tensor *kn_custom_call1(int id, int n_in, kn_tensor *const *in, const kn_custom_attrs *attrs);
 
 #ifdef __cplusplus
 }

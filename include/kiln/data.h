@@ -58,29 +58,29 @@ typedef struct kn_token_file kn_token_file;
 /* Opens and checks a token file. vocab_size > 0 checks every token id here (the error names
  * the first bad position and value), and again as it is read; 0 leaves ids unchecked. NULL
  * with an error on failure. The file stays open until kn_token_file_close. */
-kn_token_file *kn_token_file_open(const char *path, kn_token_format format, int64_t vocab_size);
-void kn_token_file_close(kn_token_file *f); /* NULL is ignored */
-int64_t kn_token_file_count(const kn_token_file *f);
+KN_API kn_token_file *kn_token_file_open(const char *path, kn_token_format format, int64_t vocab_size);
+KN_API void kn_token_file_close(kn_token_file *f); /* NULL is ignored */
+KN_API int64_t kn_token_file_count(const kn_token_file *f);
 /* The format actually read (AUTO resolved to U16 or LLMC). */
-kn_token_format kn_token_file_format(const kn_token_file *f);
+KN_API kn_token_format kn_token_file_format(const kn_token_file *f);
 /* Copies tokens [start, start + count) into dst as int64. KN_ERR_IO, naming the file and its
  * sizes, if it shrank (or, with a vocab_size, changed) since it was opened. */
-kn_status kn_token_file_read(const kn_token_file *f, int64_t start, int64_t count, int64_t *dst);
+KN_API kn_status kn_token_file_read(const kn_token_file *f, int64_t start, int64_t count, int64_t *dst);
 
 /* Writes n tokens in format (U16, U32 or LLMC) atomically: a temporary file in the same
  * directory, fsync, then rename over path. U16 and LLMC refuse an id above 65535, naming it. */
-kn_status kn_token_file_write(const char *path, const uint32_t *tokens, int64_t n, kn_token_format format);
+KN_API kn_status kn_token_file_write(const char *path, const uint32_t *tokens, int64_t n, kn_token_format format);
 
 /* Writing a token file as its tokens come (a tokenizer's output, too long to hold whole), as
  * atomically as kn_token_file_write: the file appears, whole, at commit; abort or a failure
  * leaves the old one. format: U16, U32 or LLMC (its header's count is written at commit). */
 typedef struct kn_token_writer kn_token_writer;
-kn_token_writer *kn_token_writer_open(const char *path, kn_token_format format);
+KN_API kn_token_writer *kn_token_writer_open(const char *path, kn_token_format format);
 /* Appends n tokens; KN_ERR_ARG naming its position for one the format cannot hold (then abort). */
-kn_status kn_token_writer_put(kn_token_writer *w, const uint32_t *tokens, size_t n);
-int64_t kn_token_writer_count(const kn_token_writer *w); /* tokens written so far */
-kn_status kn_token_writer_commit(kn_token_writer *w);    /* frees w, whatever the outcome */
-void kn_token_writer_abort(kn_token_writer *w);          /* NULL is ignored */
+KN_API kn_status kn_token_writer_put(kn_token_writer *w, const uint32_t *tokens, size_t n);
+KN_API int64_t kn_token_writer_count(const kn_token_writer *w); /* tokens written so far */
+KN_API kn_status kn_token_writer_commit(kn_token_writer *w);    /* frees w, whatever the outcome */
+KN_API void kn_token_writer_abort(kn_token_writer *w);          /* NULL is ignored */
 
 /* ---- the batch loader -------------------------------------------------------------------- */
 typedef struct kn_token_loader_options {
@@ -98,17 +98,17 @@ typedef struct kn_token_loader_options {
 typedef struct kn_token_loader kn_token_loader;
 
 /* NULL with an error for bad options or a bad file (including fewer than T + 2 tokens). */
-kn_token_loader *kn_token_loader_open(const char *path, const kn_token_loader_options *opt);
+KN_API kn_token_loader *kn_token_loader_open(const char *path, const kn_token_loader_options *opt);
 /* Waits for and joins the prefetch thread, then closes the file. NULL is ignored. */
-void kn_token_loader_close(kn_token_loader *l);
+KN_API void kn_token_loader_close(kn_token_loader *l);
 /* The next batch as two new [B, T] int64 CPU tensors (owned like any op's result); the
  * position advances by one. Fails (position unchanged) if the file can no longer be read. */
-kn_status kn_token_loader_next(kn_token_loader *l, kn_tensor **inputs, kn_tensor **targets);
+KN_API kn_status kn_token_loader_next(kn_token_loader *l, kn_tensor **inputs, kn_tensor **targets);
 /* The number of batches handed out so far (or the index seeked to): save it to resume. */
-int64_t kn_token_loader_position(const kn_token_loader *l);
+KN_API int64_t kn_token_loader_position(const kn_token_loader *l);
 /* Makes batch_index (>= 0) the next batch; a pending prefetch of another batch is dropped. */
-kn_status kn_token_loader_seek(kn_token_loader *l, int64_t batch_index);
-int64_t kn_token_loader_num_tokens(const kn_token_loader *l);
+KN_API kn_status kn_token_loader_seek(kn_token_loader *l, int64_t batch_index);
+KN_API int64_t kn_token_loader_num_tokens(const kn_token_loader *l);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kiln/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,27 +30,27 @@ typedef enum kn_dtype {
 #define KN_DTS_NUMERIC (KN_DTS_FLOAT | KN_DTS_INT)
 #define KN_DTS_ALL (KN_DTS_NUMERIC | KN_DT(KN_BOOL))
 
-size_t kn_dtype_size(kn_dtype d);
+KN_API size_t kn_dtype_size(kn_dtype d);
 /* "f32", "bf16", ...; "?" for an invalid value. */
-const char *kn_dtype_name(kn_dtype d);
+KN_API const char *kn_dtype_name(kn_dtype d);
 /* Parse a dtype name ("f32", "float32", "bf16", "int64", "bool", ...); false if unknown. */
-bool kn_dtype_parse(const char *name, kn_dtype *out);
-bool kn_dtype_is_float(kn_dtype d);
-bool kn_dtype_is_int(kn_dtype d);   /* i32, i64 (not bool) */
-bool kn_dtype_valid(kn_dtype d);
+KN_API bool kn_dtype_parse(const char *name, kn_dtype *out);
+KN_API bool kn_dtype_is_float(kn_dtype d);
+KN_API bool kn_dtype_is_int(kn_dtype d);   /* i32, i64 (not bool) */
+KN_API bool kn_dtype_valid(kn_dtype d);
 
 /* The dtype two operands promote to (PyTorch's rules: bool < int < float, then width;
  * f16 with bf16 gives f32). */
-kn_dtype kn_promote_types(kn_dtype a, kn_dtype b);
+KN_API kn_dtype kn_promote_types(kn_dtype a, kn_dtype b);
 
 /* IEEE half and bfloat16 conversions, round-to-nearest-even, NaN preserved. */
-uint16_t kn_f32_to_f16(float f);
-float kn_f16_to_f32(uint16_t h);
-uint16_t kn_f32_to_bf16(float f);
-float kn_bf16_to_f32(uint16_t h);
+KN_API uint16_t kn_f32_to_f16(float f);
+KN_API float kn_f16_to_f32(uint16_t h);
+KN_API uint16_t kn_f32_to_bf16(float f);
+KN_API float kn_bf16_to_f32(uint16_t h);
 /* Direct from double, rounded once (not through a float). */
-uint16_t kn_f64_to_f16(double d);
-uint16_t kn_f64_to_bf16(double d);
+KN_API uint16_t kn_f64_to_f16(double d);
+KN_API uint16_t kn_f64_to_bf16(double d);
 
 #ifdef __cplusplus
 }

@@ -32,24 +32,24 @@ typedef struct kn_hf_weights kn_hf_weights;
 /* path: a directory (model.safetensors.index.json if present, else model.safetensors, else its
  * only *.safetensors file), an index file, or one safetensors file. Every file's header is
  * validated, and an index whose files or names do not agree with the shards is refused. */
-kn_hf_weights *kn_hf_weights_open(const char *path);
-void kn_hf_weights_close(kn_hf_weights *w);   /* NULL is ignored */
+KN_API kn_hf_weights *kn_hf_weights_open(const char *path);
+KN_API void kn_hf_weights_close(kn_hf_weights *w);   /* NULL is ignored */
 
 /* The tensors of all files, in file order then header order. */
-int kn_hf_weights_count(const kn_hf_weights *w);
-const char *kn_hf_weights_name(const kn_hf_weights *w, int i);
-kn_dtype kn_hf_weights_dtype(const kn_hf_weights *w, int i);
-kn_shape kn_hf_weights_shape(const kn_hf_weights *w, int i);
+KN_API int kn_hf_weights_count(const kn_hf_weights *w);
+KN_API const char *kn_hf_weights_name(const kn_hf_weights *w, int i);
+KN_API kn_dtype kn_hf_weights_dtype(const kn_hf_weights *w, int i);
+KN_API kn_shape kn_hf_weights_shape(const kn_hf_weights *w, int i);
 /* The file that holds tensor i (for messages). */
-const char *kn_hf_weights_file(const kn_hf_weights *w, int i);
+KN_API const char *kn_hf_weights_file(const kn_hf_weights *w, int i);
 /* The index of `name`, or -1 (no error recorded). */
-int kn_hf_weights_find(const kn_hf_weights *w, const char *name);
+KN_API int kn_hf_weights_find(const kn_hf_weights *w, const char *name);
 /* Total bytes of the tensors as stored. */
-size_t kn_hf_weights_bytes(const kn_hf_weights *w);
+KN_API size_t kn_hf_weights_bytes(const kn_hf_weights *w);
 
 /* The tensor `name` on `device` in `dtype` (KN_DTYPE_COUNT: as stored; float dtypes convert
  * to float dtypes only). See the top of this file for when it is a view of the mapping. */
-kn_tensor *kn_hf_weights_get(kn_hf_weights *w, const char *name, kn_device device, kn_dtype dtype);
+KN_API kn_tensor *kn_hf_weights_get(kn_hf_weights *w, const char *name, kn_device device, kn_dtype dtype);
 
 /* ---- the directory's JSON files -----------------------------------------------------------------
  * One reader for config.json, generation_config.json, tokenizer.json and the shard index, as
@@ -61,7 +61,7 @@ kn_tensor *kn_hf_weights_get(kn_hf_weights *w, const char *name, kn_device devic
 struct cJSON;
 /* The parsed object (free it with cJSON_Delete), or NULL with KN_ERR_IO naming the file and the
  * problem: missing, unreadable, over max_bytes, not JSON (with the line), not an object. */
-struct cJSON *kn_hf_read_json(const char *path, size_t max_bytes);
+KN_API struct cJSON *kn_hf_read_json(const char *path, size_t max_bytes);
 
 /* ---- loading a module tree -------------------------------------------------------------------
  * For every parameter and buffer of `module` (kn_module_named(KN_STATE)), takes the file's
@@ -80,7 +80,7 @@ typedef struct kn_hf_load_opts {
     /* names of the module that may be absent from the file (e.g. a tied lm_head), NULL-ended */
     const char *const *optional;
 } kn_hf_load_opts;
-kn_status kn_hf_load_module(void *module, kn_hf_weights *w, const kn_hf_load_opts *opts, int *unused);
+KN_API kn_status kn_hf_load_module(void *module, kn_hf_weights *w, const kn_hf_load_opts *opts, int *unused);
 
 #ifdef __cplusplus
 }

@@ -27,7 +27,7 @@ extern "C" {
  * layout or value-holding device are accepted. In the data section the tensors are ordered by
  * element size, widest first, and otherwise as given, so that every tensor of a mapped file is
  * aligned to its element size (as the reference writer does). */
-kn_status kn_safetensors_save(const char *path, int n, const char *const *names, kn_tensor *const *tensors,
+KN_API kn_status kn_safetensors_save(const char *path, int n, const char *const *names, kn_tensor *const *tensors,
                               const char *const *meta_keys, const char *const *meta_values, int n_meta);
 
 /* ---- safetensors: reading ---------------------------------------------------------------------
@@ -37,31 +37,31 @@ kn_status kn_safetensors_save(const char *path, int n, const char *const *names,
  * reader requires), and the metadata (strings only). Dtypes kiln has no type for (U8, F8_*, ...)
  * are refused. Returns NULL with an error for a damaged file. */
 typedef struct kn_safetensors kn_safetensors;
-kn_safetensors *kn_safetensors_open(const char *path);
-void kn_safetensors_close(kn_safetensors *f);   /* NULL is ignored */
+KN_API kn_safetensors *kn_safetensors_open(const char *path);
+KN_API void kn_safetensors_close(kn_safetensors *f);   /* NULL is ignored */
 
 /* The path the file was opened with. */
-const char *kn_safetensors_path(const kn_safetensors *f);
+KN_API const char *kn_safetensors_path(const kn_safetensors *f);
 
 /* The tensors, in the header's order. An index out of range gives NULL / KN_DTYPE_COUNT /
  * KN_SHAPE0 with a KN_ERR_INDEX error. */
-int kn_safetensors_count(const kn_safetensors *f);
-const char *kn_safetensors_name(const kn_safetensors *f, int i);
-kn_dtype kn_safetensors_dtype(const kn_safetensors *f, int i);
-kn_shape kn_safetensors_shape(const kn_safetensors *f, int i);
+KN_API int kn_safetensors_count(const kn_safetensors *f);
+KN_API const char *kn_safetensors_name(const kn_safetensors *f, int i);
+KN_API kn_dtype kn_safetensors_dtype(const kn_safetensors *f, int i);
+KN_API kn_shape kn_safetensors_shape(const kn_safetensors *f, int i);
 /* The index of the tensor named `name`, or -1 (no error is recorded). */
-int kn_safetensors_find(const kn_safetensors *f, const char *name);
+KN_API int kn_safetensors_find(const kn_safetensors *f, const char *name);
 
 /* A copy of the tensor `name` in a new tensor on `device` (on the meta device: its shape and
  * dtype only). An absent name is KN_ERR_ARG; a bool tensor with a byte other than 0 or 1 is
  * KN_ERR_IO. A NULL f passes the error of a failed open through. */
-kn_tensor *kn_safetensors_get(kn_safetensors *f, const char *name, kn_device device);
+KN_API kn_tensor *kn_safetensors_get(kn_safetensors *f, const char *name, kn_device device);
 
 /* The metadata: count, keys in the header's order, and the value for a key (NULL if absent;
  * no error is recorded). The strings live until kn_safetensors_close. */
-int kn_safetensors_metadata_count(const kn_safetensors *f);
-const char *kn_safetensors_metadata_key(const kn_safetensors *f, int i);
-const char *kn_safetensors_metadata(const kn_safetensors *f, const char *key);
+KN_API int kn_safetensors_metadata_count(const kn_safetensors *f);
+KN_API const char *kn_safetensors_metadata_key(const kn_safetensors *f, int i);
+KN_API const char *kn_safetensors_metadata(const kn_safetensors *f, const char *key);
 
 /* ---- safetensors: loading into existing tensors -------------------------------------------------
  * Flags for loading. Without KN_LOAD_CAST the stored dtype must equal the destination's; with
@@ -75,13 +75,13 @@ typedef enum kn_load_flags {
 /* Copies the tensor `name` of an open file into dst (any layout; same shape, a dtype as the
  * flags allow; on the meta device only checked). Shape mismatch is KN_ERR_SHAPE, dtype
  * mismatch KN_ERR_DTYPE, an absent name KN_ERR_ARG; dst is untouched on failure. */
-kn_status kn_safetensors_read_into(kn_safetensors *f, const char *name, kn_tensor *dst, unsigned flags);
+KN_API kn_status kn_safetensors_read_into(kn_safetensors *f, const char *name, kn_tensor *dst, unsigned flags);
 
 /* Opens `path` and copies each names[i] into dst[i]. Every name, shape and dtype is checked
  * before anything is written, so on failure no dst has changed; the message names the first
  * problem (a missing name, a mismatch, or with KN_LOAD_STRICT a tensor in the file that was
  * not asked for, which is KN_ERR_ARG). */
-kn_status kn_safetensors_load_into(const char *path, int n, const char *const *names, kn_tensor *const *dst,
+KN_API kn_status kn_safetensors_load_into(const char *path, int n, const char *const *names, kn_tensor *const *dst,
                                    unsigned flags);
 
 #ifdef __cplusplus

@@ -11,7 +11,7 @@ extern "C" {
 /* Rotary position embedding of x [..., T, D] (D even) at positions offset .. offset+T-1, in
  * the rotate-half convention of Hugging Face's Llama: x * cos + rotate_half(x) * sin with
  * frequencies theta^(-2i/D), computed in f32 (f64 for f64 x) and cast to x's dtype. */
-kn_tensor *kn_nn_rope(kn_tensor *x, int64_t offset, double theta);
+KN_API kn_tensor *kn_nn_rope(kn_tensor *x, int64_t offset, double theta);
 
 typedef struct kn_nn_attention_cfg {
     int64_t dim;          /* model width C */
@@ -32,7 +32,7 @@ typedef struct kn_nn_attention {
     kn_nn_linear *q_proj, *k_proj, *v_proj, *o_proj;
 } kn_nn_attention;
 /* NULL with KN_ERR_ARG for sizes that do not fit (n_heads not a multiple of n_kv_heads, ...). */
-kn_nn_attention *kn_nn_attention_new(kn_nn_attention_cfg cfg);
+KN_API kn_nn_attention *kn_nn_attention_new(kn_nn_attention_cfg cfg);
 
 /* Keys and values of past positions for one attention layer, for generation: k and v are
  * [B, Hkv, max_len, D] buffers of which the first len positions are filled. Inference only:
@@ -41,17 +41,17 @@ typedef struct kn_kv_cache {
     kn_tensor *k, *v;
     int64_t batch, max_len, len;
 } kn_kv_cache;
-kn_kv_cache *kn_kv_cache_new(const kn_nn_attention *a, int64_t batch, int64_t max_len);
-void kn_kv_cache_reset(kn_kv_cache *c);   /* len = 0 */
-void kn_kv_cache_free(kn_kv_cache *c);
+KN_API kn_kv_cache *kn_kv_cache_new(const kn_nn_attention *a, int64_t batch, int64_t max_len);
+KN_API void kn_kv_cache_reset(kn_kv_cache *c);   /* len = 0 */
+KN_API void kn_kv_cache_free(kn_kv_cache *c);
 
 /* x [B, T, C] -> [B, T, C], causal, positions 0 .. T-1. */
-kn_tensor *kn_nn_attention_forward(kn_nn_attention *a, kn_tensor *x);
+KN_API kn_tensor *kn_nn_attention_forward(kn_nn_attention *a, kn_tensor *x);
 /* The same at positions cache->len .. cache->len+T-1: appends this step's keys and values to
  * the cache and attends over all cached positions (causally within the step). The cache
  * advances only when the call succeeds; a step past max_len is an error. cache NULL is
  * kn_nn_attention_forward. */
-kn_tensor *kn_nn_attention_forward_cached(kn_nn_attention *a, kn_tensor *x, kn_kv_cache *cache);
+KN_API kn_tensor *kn_nn_attention_forward_cached(kn_nn_attention *a, kn_tensor *x, kn_kv_cache *cache);
 
 #ifdef __cplusplus
 }

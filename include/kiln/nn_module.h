@@ -57,30 +57,30 @@ struct kn_module {
 
 /* A zeroed module struct of `size` bytes (at least sizeof(kn_module)) whose base is set up,
  * in training mode; NULL on out-of-memory. */
-void *kn_module_alloc(size_t size, const char *type);
+KN_API void *kn_module_alloc(size_t size, const char *type);
 /* Registers t as parameter `name` of module: the module keeps its own handle (returned) and
  * marks it as requiring grad. A NULL t or a failure marks the module failed (kn_module_check)
  * and returns NULL, keeping the first error. */
-kn_tensor *kn_module_param(void *module, const char *name, kn_tensor *t);
+KN_API kn_tensor *kn_module_param(void *module, const char *name, kn_tensor *t);
 /* The same for a buffer (state that is saved but not trained: running statistics). */
-kn_tensor *kn_module_buffer(void *module, const char *name, kn_tensor *t);
+KN_API kn_tensor *kn_module_buffer(void *module, const char *name, kn_tensor *t);
 /* Adds child (a module with no parent yet) under `name`, or under its index among module's
  * children when name is NULL (lists: "h.0", "h.1"). Returns child; a NULL child marks the
  * module failed. */
-void *kn_module_add(void *module, const char *name, void *child);
+KN_API void *kn_module_add(void *module, const char *name, void *child);
 /* module itself, or NULL (freeing the tree) if a registration in it or its children failed. */
-void *kn_module_check(void *module);
+KN_API void *kn_module_check(void *module);
 /* Frees the module, its children, and its references to parameters and buffers. NULL is ignored. */
-void kn_module_free(void *module);
+KN_API void kn_module_free(void *module);
 
 /* Training mode (dropout active, batch norm on batch statistics) for the whole tree. */
-void kn_module_train(void *module, bool training);
-bool kn_module_is_training(const void *module);
+KN_API void kn_module_train(void *module, bool training);
+KN_API bool kn_module_is_training(const void *module);
 
 /* Calls a one-input module's forward; an error for modules without one. While a module's
  * forward runs (this one, or a kn_nn_*_forward), debug mode's errors name the module by its
  * path in the tree ("h.0.mlp"). */
-kn_tensor *kn_module_forward(void *module, kn_tensor *x);
+KN_API kn_tensor *kn_module_forward(void *module, kn_tensor *x);
 
 enum { KN_PARAMS = 1, KN_BUFFERS = 2, KN_STATE = 3 };
 /* Lists the tree's parameters (KN_PARAMS), buffers (KN_BUFFERS) or both (KN_STATE, PyTorch's
@@ -88,15 +88,15 @@ enum { KN_PARAMS = 1, KN_BUFFERS = 2, KN_STATE = 3 };
  * order they were added). KN_PARAMS lists a tensor shared by two modules (tied weights) once,
  * as named_parameters() does; KN_STATE lists every name. Fails only on a bad module or
  * out-of-memory. */
-kn_status kn_module_named(void *module, int which, kn_named_tensors *out);
-void kn_named_tensors_free(kn_named_tensors *list);
+KN_API kn_status kn_module_named(void *module, int which, kn_named_tensors *out);
+KN_API void kn_named_tensors_free(kn_named_tensors *list);
 /* The parameter or buffer with this full name (the module's handle, borrowed), or NULL with
  * a KN_ERR_ARG error naming it. */
-kn_tensor *kn_module_get(void *module, const char *full_name);
+KN_API kn_tensor *kn_module_get(void *module, const char *full_name);
 /* Total elements in the tree's parameters (each shared tensor counted once); -1 on error. */
-int64_t kn_module_num_params(void *module);
+KN_API int64_t kn_module_num_params(void *module);
 /* Prints the tree: one line per module with its parameters' and buffers' shapes. */
-kn_status kn_module_print(void *module, FILE *f);
+KN_API kn_status kn_module_print(void *module, FILE *f);
 
 #ifdef __cplusplus
 }

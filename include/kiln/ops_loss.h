@@ -21,23 +21,23 @@ typedef struct kn_ce_opts {
 
 /* logits [N, C] or [N, C, d...]; target class indices (i32/i64) [N] or [N, d...], or class
  * probabilities (float, logits' shape). The mean is over non-ignored targets (weighted). */
-kn_tensor *kn_cross_entropy(kn_tensor *logits, kn_tensor *target, kn_ce_opts opts);
+KN_API kn_tensor *kn_cross_entropy(kn_tensor *logits, kn_tensor *target, kn_ce_opts opts);
 /* Negative log-likelihood of log-probabilities [N, C(, d...)] with class-index targets. */
-kn_tensor *kn_nll_loss(kn_tensor *log_probs, kn_tensor *target, kn_ce_opts opts);
-kn_tensor *kn_mse_loss(kn_tensor *x, kn_tensor *y, kn_reduction reduction);
-kn_tensor *kn_l1_loss(kn_tensor *x, kn_tensor *y, kn_reduction reduction);
-kn_tensor *kn_smooth_l1_loss(kn_tensor *x, kn_tensor *y, kn_reduction reduction, double beta);
+KN_API kn_tensor *kn_nll_loss(kn_tensor *log_probs, kn_tensor *target, kn_ce_opts opts);
+KN_API kn_tensor *kn_mse_loss(kn_tensor *x, kn_tensor *y, kn_reduction reduction);
+KN_API kn_tensor *kn_l1_loss(kn_tensor *x, kn_tensor *y, kn_reduction reduction);
+KN_API kn_tensor *kn_smooth_l1_loss(kn_tensor *x, kn_tensor *y, kn_reduction reduction, double beta);
 /* Binary cross-entropy of probabilities p against targets y (log clamped at -100, as PyTorch);
  * weight (broadcast to p) may be NULL. */
-kn_tensor *kn_bce_loss(kn_tensor *p, kn_tensor *y, kn_tensor *weight, kn_reduction reduction);
+KN_API kn_tensor *kn_bce_loss(kn_tensor *p, kn_tensor *y, kn_tensor *weight, kn_reduction reduction);
 /* The same from logits, stably; pos_weight [C] (broadcast over the last dim) may be NULL. */
-kn_tensor *kn_bce_with_logits(kn_tensor *x, kn_tensor *y, kn_tensor *weight, kn_tensor *pos_weight,
+KN_API kn_tensor *kn_bce_with_logits(kn_tensor *x, kn_tensor *y, kn_tensor *weight, kn_tensor *pos_weight,
                               kn_reduction reduction);
 
 /* Zeroes each element with probability p in [0, 1] (Philox: the same seed gives the same mask
  * in every mode and layout) and scales the rest by 1/(1-p); p = 1 gives zeros. When not
  * training or p is 0, a new handle to x's values (sharing its storage). */
-kn_tensor *kn_dropout(kn_tensor *x, double p, bool training);
+KN_API kn_tensor *kn_dropout(kn_tensor *x, double p, bool training);
 
 /* Where causal attention puts the diagonal when Tq != Tk (they agree when Tq == Tk). */
 typedef enum kn_causal_align {
@@ -61,7 +61,7 @@ typedef struct kn_sdpa_opts {
  * scaled_dot_product_attention does; so does Tk = 0. NULL with an error on bad shapes, dtypes,
  * dropout_p, scale or causal_align. The CPU kernel works in blocks with an online softmax and
  * never builds the Tq x Tk matrix. */
-kn_tensor *kn_scaled_dot_product_attention(kn_tensor *q, kn_tensor *k, kn_tensor *v, kn_tensor *mask,
+KN_API kn_tensor *kn_scaled_dot_product_attention(kn_tensor *q, kn_tensor *k, kn_tensor *v, kn_tensor *mask,
                                            kn_sdpa_opts opts);
 
 #ifdef __cplusplus

@@ -17,11 +17,11 @@ typedef struct kn_op_info {
     uint32_t accepted;      /* input dtypes the op takes (KN_DT masks) */
 } kn_op_info;
 
-int kn_op_count(void);
+KN_API int kn_op_count(void);
 /* False if index is out of range. */
-bool kn_op_get_info(int index, kn_op_info *out);
+KN_API bool kn_op_get_info(int index, kn_op_info *out);
 /* Dtypes (KN_DT mask) for which `device`'s backend has a kernel for op `index`; 0 if none. */
-uint32_t kn_op_kernel_dtypes(int index, kn_device_type device);
+KN_API uint32_t kn_op_kernel_dtypes(int index, kn_device_type device);
 
 #ifdef __cplusplus
 }

@@ -36,11 +36,11 @@ extern "C" {
 /* One AdamW step (step >= 1, the param's count of updates including this one) on param,
  * its moments and grad (param's shape and dtype). Moments have param's dtype, or f32 for
  * f16/bf16 params (the math then runs in f32 and param is rounded once per step). */
-kn_status kn_adamw_update(kn_tensor *param, kn_tensor *grad, kn_tensor *exp_avg, kn_tensor *exp_avg_sq, double lr,
+KN_API kn_status kn_adamw_update(kn_tensor *param, kn_tensor *grad, kn_tensor *exp_avg, kn_tensor *exp_avg_sq, double lr,
                           double beta1, double beta2, double eps, double weight_decay, int64_t step);
 /* One SGD step. momentum_buffer (param's shape and dtype) is NULL when momentum is 0; on the
  * first step it is set to the (weight-decayed) grad, as torch clones it. */
-kn_status kn_sgd_update(kn_tensor *param, kn_tensor *grad, kn_tensor *momentum_buffer, double lr, double momentum,
+KN_API kn_status kn_sgd_update(kn_tensor *param, kn_tensor *grad, kn_tensor *momentum_buffer, double lr, double momentum,
                         double dampening, double weight_decay, bool nesterov, bool first_step);
 
 /* ---- optimizers -------------------------------------------------------------------------- */
@@ -58,31 +58,31 @@ typedef struct kn_param_group {
 
 /* Groups with torch's defaults for the rest (AdamW: betas 0.9, 0.999, eps 1e-8; SGD:
  * dampening 0, no nesterov). */
-kn_param_group kn_adamw_group(kn_tensor *const *params, int n_params, double lr, double weight_decay);
-kn_param_group kn_sgd_group(kn_tensor *const *params, int n_params, double lr, double momentum, double weight_decay);
+KN_API kn_param_group kn_adamw_group(kn_tensor *const *params, int n_params, double lr, double weight_decay);
+KN_API kn_param_group kn_sgd_group(kn_tensor *const *params, int n_params, double lr, double momentum, double weight_decay);
 
 typedef struct kn_optimizer kn_optimizer;
 
 /* NULL with an error for bad hyperparameters (negative lr, a beta outside [0, 1), nesterov
  * without momentum or with dampening...), a NULL or non-float param, or a param listed twice.
  * The state (moments, momentum buffers) is allocated here, zeroed. */
-kn_optimizer *kn_adamw_new(const kn_param_group *groups, int n_groups);
-kn_optimizer *kn_sgd_new(const kn_param_group *groups, int n_groups);
-void kn_optimizer_free(kn_optimizer *opt);
+KN_API kn_optimizer *kn_adamw_new(const kn_param_group *groups, int n_groups);
+KN_API kn_optimizer *kn_sgd_new(const kn_param_group *groups, int n_groups);
+KN_API void kn_optimizer_free(kn_optimizer *opt);
 
 /* Updates every param that has a gradient (kn_grad), with grad mode off; params without one
  * are skipped and their step counts stay. */
-kn_status kn_optimizer_step(kn_optimizer *opt);
+KN_API kn_status kn_optimizer_step(kn_optimizer *opt);
 /* Forgets every param's gradient (torch's zero_grad(set_to_none=True)). */
-kn_status kn_optimizer_zero_grad(kn_optimizer *opt);
+KN_API kn_status kn_optimizer_zero_grad(kn_optimizer *opt);
 
 /* Sets every group's lr; or each group's lr to its initial lr times scale (for schedules
  * over groups with different lrs: scale = kn_lr_at(s, i) / s->lr). */
-kn_status kn_optimizer_set_lr(kn_optimizer *opt, double lr);
-kn_status kn_optimizer_scale_lr(kn_optimizer *opt, double scale);
-double kn_optimizer_get_lr(const kn_optimizer *opt, int group); /* NaN for a bad group */
-int kn_optimizer_group_count(const kn_optimizer *opt);
-int kn_optimizer_param_count(const kn_optimizer *opt); /* params of all groups, in order */
+KN_API kn_status kn_optimizer_set_lr(kn_optimizer *opt, double lr);
+KN_API kn_status kn_optimizer_scale_lr(kn_optimizer *opt, double scale);
+KN_API double kn_optimizer_get_lr(const kn_optimizer *opt, int group); /* NaN for a bad group */
+KN_API int kn_optimizer_group_count(const kn_optimizer *opt);
+KN_API int kn_optimizer_param_count(const kn_optimizer *opt); /* params of all groups, in order */
 
 /* State for checkpoints. State tensors are numbered 0..count-1 and named after the param
  * they belong to (its index over all groups in order): "adamw.exp_avg.3",
@@ -91,10 +91,10 @@ int kn_optimizer_param_count(const kn_optimizer *opt); /* params of all groups, 
  * read it to save, kn_copy_ into it to restore; *name (may be NULL) lives as long as the
  * optimizer. Each param also has a
  * step count (updates made so far); restore it with the tensors for an exact resume. */
-int kn_optimizer_state_count(const kn_optimizer *opt);
-kn_tensor *kn_optimizer_state_tensor(kn_optimizer *opt, int i, const char **name);
-int64_t kn_optimizer_get_step(const kn_optimizer *opt, int param); /* -1 for a bad index */
-kn_status kn_optimizer_set_step(kn_optimizer *opt, int param, int64_t step);
+KN_API int kn_optimizer_state_count(const kn_optimizer *opt);
+KN_API kn_tensor *kn_optimizer_state_tensor(kn_optimizer *opt, int i, const char **name);
+KN_API int64_t kn_optimizer_get_step(const kn_optimizer *opt, int param); /* -1 for a bad index */
+KN_API kn_status kn_optimizer_set_step(kn_optimizer *opt, int param, int64_t step);
 
 /* ---- learning-rate schedules ------------------------------------------------------------- */
 
@@ -112,10 +112,10 @@ typedef struct kn_lr_schedule {
 
 /* Fills s from a decay name ("constant", "cosine", "linear"); errors for an unknown name,
  * a negative or non-finite lr, or negative step counts. */
-kn_status kn_lr_schedule_init(kn_lr_schedule *s, const char *decay, double lr, double min_lr, int64_t warmup_steps,
+KN_API kn_status kn_lr_schedule_init(kn_lr_schedule *s, const char *decay, double lr, double min_lr, int64_t warmup_steps,
                               int64_t total_steps);
-bool kn_lr_decay_parse(const char *name, kn_lr_decay *out);
-double kn_lr_at(const kn_lr_schedule *s, int64_t step);
+KN_API bool kn_lr_decay_parse(const char *name, kn_lr_decay *out);
+KN_API double kn_lr_at(const kn_lr_schedule *s, int64_t step);
 
 /* ---- gradient clipping ------------------------------------------------------------------- */
 
@@ -123,7 +123,7 @@ double kn_lr_at(const kn_lr_schedule *s, int64_t step);
  * where total is the 2-norm of all of them together, computed in the gradients' dtype (f32
  * for f32 grads); *total_norm_out (may be NULL) gets total. Gradients are replaced by their
  * scaled values (kn_set_grad); nothing changes when that factor is 1. */
-kn_status kn_clip_grad_norm(kn_tensor *const *params, int n, double max_norm, double *total_norm_out);
+KN_API kn_status kn_clip_grad_norm(kn_tensor *const *params, int n, double max_norm, double *total_norm_out);
 
 #ifdef __cplusplus
 }

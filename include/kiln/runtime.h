@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-const char *kn_version(void);
+KN_API const char *kn_version(void);
 
 /* When work runs (DESIGN.md, "One pipeline for every mode"). */
 typedef enum kn_mode {
@@ -26,10 +26,10 @@ typedef enum kn_mode {
 
 /* Sets this process's mode (initially $KILN_MODE, else strict). Pending work is finished
  * first. Fails with KN_ERR_UNSUPPORTED for a mode this build does not have. */
-kn_status kn_set_mode(kn_mode mode);
-kn_mode kn_get_mode(void);
-const char *kn_mode_name(kn_mode mode);
-bool kn_mode_parse(const char *name, kn_mode *out);
+KN_API kn_status kn_set_mode(kn_mode mode);
+KN_API kn_mode kn_get_mode(void);
+KN_API const char *kn_mode_name(kn_mode mode);
+KN_API bool kn_mode_parse(const char *name, kn_mode *out);
 
 /* The debug shadow: in debug mode every op also runs on a reference backend in float64, and
  * the first op whose result leaves its dtype's tolerance fails with KN_ERR_NUMERIC, naming
@@ -39,29 +39,29 @@ bool kn_mode_parse(const char *name, kn_mode *out);
  * in debug mode unless $KILN_MODE says otherwise. It has no effect outside debug mode. Fails
  * with KN_ERR_ARG for a name that is no backend, KN_ERR_DEVICE for one without values (meta)
  * or not available. */
-kn_status kn_set_shadow(const char *backend);
+KN_API kn_status kn_set_shadow(const char *backend);
 /* The reference device's name ("cpu"), or NULL when the shadow is off. */
-const char *kn_get_shadow(void);
+KN_API const char *kn_get_shadow(void);
 /* Ops the shadow has compared, and ops it has skipped, since start-up: ops whose output
  * shapes depend on values, whose outputs are not values (empty, argmax...), that run on a
  * backend without values, or that the reference has no float64 kernel for. */
-void kn_shadow_counts(int64_t *checked, int64_t *skipped);
+KN_API void kn_shadow_counts(int64_t *checked, int64_t *skipped);
 
 /* Waits for all queued work on every device; returns the first error an asynchronous kernel
  * reported (for example an index out of range), naming the op. */
-kn_status kn_sync(void);
+KN_API kn_status kn_sync(void);
 
 /* CPU threads used by kernels (default: $KILN_THREADS, else the number of cores). */
-void kn_set_num_threads(int n);
-int kn_get_num_threads(void);
+KN_API void kn_set_num_threads(int n);
+KN_API int kn_get_num_threads(void);
 
 /* The global counter-based (Philox) generator: a seed and an offset into its stream. */
-void kn_manual_seed(uint64_t seed);
-void kn_rng_get_state(uint64_t *seed, uint64_t *offset);
-void kn_rng_set_state(uint64_t seed, uint64_t offset);
+KN_API void kn_manual_seed(uint64_t seed);
+KN_API void kn_rng_get_state(uint64_t *seed, uint64_t *offset);
+KN_API void kn_rng_set_state(uint64_t seed, uint64_t offset);
 /* A well-mixed 64-bit hash of x (SplitMix64's finalizer): host-side data generators derive
  * per-item choices from (seed, index) with it, so that what step i reads depends on i alone. */
-uint64_t kn_mix64(uint64_t x);
+KN_API uint64_t kn_mix64(uint64_t x);
 
 /* Memory statistics of one device's caching allocator. */
 typedef struct kn_memory_stats {
@@ -75,10 +75,10 @@ typedef struct kn_memory_stats {
     int64_t system_allocs;        /* blocks taken from the system */
 } kn_memory_stats;
 
-kn_status kn_memory_stats_get(kn_device device, kn_memory_stats *out);
-void kn_memory_reset_peak(kn_device device);
+KN_API kn_status kn_memory_stats_get(kn_device device, kn_memory_stats *out);
+KN_API void kn_memory_reset_peak(kn_device device);
 /* Returns cached free blocks to the system (after finishing queued work). */
-void kn_memory_empty_cache(kn_device device);
+KN_API void kn_memory_empty_cache(kn_device device);
 
 /* What the meta backend has traced since the last reset: ops recorded, their FLOPs and the
  * bytes their outputs would take. */
@@ -87,10 +87,10 @@ typedef struct kn_meta_trace {
     double flops;
     int64_t peak_bytes;
 } kn_meta_trace;
-void kn_meta_trace_get(kn_meta_trace *out);
+KN_API void kn_meta_trace_get(kn_meta_trace *out);
 /* Count of ops of one name the meta backend traced. */
-int64_t kn_meta_trace_op_count(const char *op_name);
-void kn_meta_trace_reset(void);
+KN_API int64_t kn_meta_trace_op_count(const char *op_name);
+KN_API void kn_meta_trace_reset(void);
 
 #ifdef __cplusplus
 }

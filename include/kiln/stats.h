@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kiln/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -41,12 +43,12 @@ typedef struct kn_stats {
     int64_t peak_bytes;          /* the most held at once, summed over devices */
 } kn_stats;
 
-void kn_stats_get(kn_stats *out);
+KN_API void kn_stats_get(kn_stats *out);
 /* Zeroes the counters (not the allocators' peaks: see kn_memory_reset_peak). */
-void kn_stats_reset(void);
+KN_API void kn_stats_reset(void);
 /* The counters as one JSON object; returns the length snprintf would write. */
-int kn_stats_json(char *buf, size_t size);
-const char *kn_recompile_reason_name(kn_recompile_reason r);
+KN_API int kn_stats_json(char *buf, size_t size);
+KN_API const char *kn_recompile_reason_name(kn_recompile_reason r);
 
 #ifdef __cplusplus
 }

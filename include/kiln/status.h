@@ -2,6 +2,8 @@
 #ifndef KILN_STATUS_H
 #define KILN_STATUS_H
 
+#include "kiln/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,20 +25,20 @@ typedef enum kn_status {
 } kn_status;
 
 /* The status of the most recent failure on this thread (KN_OK if none since the last clear). */
-kn_status kn_last_status(void);
+KN_API kn_status kn_last_status(void);
 /* Its message, naming the op, the shapes and the dtypes involved; "" if none. */
-const char *kn_last_error(void);
+KN_API const char *kn_last_error(void);
 /* Forget the last error. */
-void kn_clear_error(void);
+KN_API void kn_clear_error(void);
 /* Records an error as the thread's last one and returns code: for code built on kiln (models,
  * tools) that reports its own failures the same way. */
-kn_status kn_set_error(kn_status code, const char *fmt, ...)
+KN_API kn_status kn_set_error(kn_status code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 /* A short name for a status code ("shape error", ...). */
-const char *kn_status_name(kn_status s);
+KN_API const char *kn_status_name(kn_status s);
 
 #ifdef __cplusplus
 }

@@ -30,8 +30,8 @@ typedef struct kn_device_props {
 /* Devices of a type this process can use (0 for a type not built in). The CPU has
  * $KILN_CPU_DEVICES logical devices (default 1) over the same memory, each with its own
  * streams and memory pool. */
-int kn_device_count(kn_device_type type);
-kn_status kn_device_properties(kn_device device, kn_device_props *out);
+KN_API int kn_device_count(kn_device_type type);
+KN_API kn_status kn_device_properties(kn_device device, kn_device_props *out);
 
 /* ---- streams ---------------------------------------------------------------------------- */
 
@@ -39,43 +39,43 @@ typedef struct kn_stream kn_stream;
 
 /* A new stream on device (NULL, with the error set, if the device is not available or has
  * max_streams already). Free it with kn_stream_free, which first waits for its work. */
-kn_stream *kn_stream_new(kn_device device);
+KN_API kn_stream *kn_stream_new(kn_device device);
 /* NULL is a no-op; the default stream, or a stream freed already, is refused (error set). A
  * thread whose current stream it was goes back to the default stream. */
-void kn_stream_free(kn_stream *s);
+KN_API void kn_stream_free(kn_stream *s);
 /* The device's default stream (where ops run unless kn_set_stream says otherwise). */
-kn_stream *kn_default_stream(kn_device device);
+KN_API kn_stream *kn_default_stream(kn_device device);
 /* This thread's current stream of device. */
-kn_stream *kn_current_stream(kn_device device);
+KN_API kn_stream *kn_current_stream(kn_device device);
 /* Makes s this thread's current stream of its device; returns the previous one, so that a
  * block can restore it: `kn_stream *prev = kn_set_stream(s); ...; kn_set_stream(prev);`.
  * NULL (error set) for a NULL or freed stream. */
-kn_stream *kn_set_stream(kn_stream *s);
-kn_device kn_stream_device(const kn_stream *s);
+KN_API kn_stream *kn_set_stream(kn_stream *s);
+KN_API kn_device kn_stream_device(const kn_stream *s);
 /* Waits for the work queued on s; returns the first error an op on s reported since the
  * last sync of s (naming the op, its inputs and the device), and clears it. Errors of other
  * streams stay with them. */
-kn_status kn_stream_sync(kn_stream *s);
+KN_API kn_status kn_stream_sync(kn_stream *s);
 
 /* ---- events ----------------------------------------------------------------------------- */
 
 typedef struct kn_event kn_event;
 
-kn_event *kn_event_new(void);
-void kn_event_free(kn_event *e); /* NULL is a no-op; waiters still queued see it fire */
+KN_API kn_event *kn_event_new(void);
+KN_API void kn_event_free(kn_event *e); /* NULL is a no-op; waiters still queued see it fire */
 /* Marks the current end of s's queue: e fires when the work queued on s so far has run. */
-kn_status kn_event_record(kn_event *e, kn_stream *s);
+KN_API kn_status kn_event_record(kn_event *e, kn_stream *s);
 /* Work queued on s from now on runs after e fires (e's last record; an event never
  * recorded is no wait). The host does not wait. */
-kn_status kn_stream_wait_event(kn_stream *s, kn_event *e);
+KN_API kn_status kn_stream_wait_event(kn_stream *s, kn_event *e);
 /* Waits for e's last record to fire; returns the error its stream had then (KN_OK if none;
  * the stream keeps it for its own sync too). */
-kn_status kn_event_sync(kn_event *e);
+KN_API kn_status kn_event_sync(kn_event *e);
 /* Whether e's last record has fired (true for an event never recorded; false, error set, for
  * a NULL or freed event). */
-bool kn_event_query(kn_event *e);
+KN_API bool kn_event_query(kn_event *e);
 /* Milliseconds between two fired records on the same device (waits for both). */
-kn_status kn_event_elapsed_ms(kn_event *start, kn_event *end, double *ms);
+KN_API kn_status kn_event_elapsed_ms(kn_event *start, kn_event *end, double *ms);
 
 #ifdef __cplusplus
 }

@@ -54,86 +54,86 @@ typedef struct kn_tensor kn_tensor;
  * scope, to the caller). Outside any scope the caller owns it and calls kn_release. */
 /* Another handle to t (same storage, shape and strides) that the caller owns and releases;
  * it is a different pointer, so that every handle has exactly one owner. */
-kn_tensor *kn_retain(kn_tensor *t);
-void kn_release(kn_tensor *t);         /* NULL is ignored */
-void kn_scope_push(void);
-void kn_scope_pop(void);
-kn_tensor *kn_keep(kn_tensor *t);      /* returns t; NULL passes through */
-kn_tensor *kn_scope_pop_keep(kn_tensor *t);  /* kn_keep(t) then kn_scope_pop() */
+KN_API kn_tensor *kn_retain(kn_tensor *t);
+KN_API void kn_release(kn_tensor *t);         /* NULL is ignored */
+KN_API void kn_scope_push(void);
+KN_API void kn_scope_pop(void);
+KN_API kn_tensor *kn_keep(kn_tensor *t);      /* returns t; NULL passes through */
+KN_API kn_tensor *kn_scope_pop_keep(kn_tensor *t);  /* kn_keep(t) then kn_scope_pop() */
 
 /* ---- metadata --------------------------------------------------------------------------- */
-int kn_ndim(const kn_tensor *t);
-int64_t kn_size(const kn_tensor *t, int64_t dim);    /* negative dims count from the end; -1 on error */
-int64_t kn_stride(const kn_tensor *t, int64_t dim);  /* in elements */
-kn_shape kn_shape_of(const kn_tensor *t);
-kn_shape kn_strides_of(const kn_tensor *t);
-int64_t kn_offset(const kn_tensor *t);               /* storage offset, in elements */
-int64_t kn_numel(const kn_tensor *t);
-kn_dtype kn_dtype_of(const kn_tensor *t);
-kn_device kn_device_of(const kn_tensor *t);
-bool kn_is_contiguous(const kn_tensor *t);
+KN_API int kn_ndim(const kn_tensor *t);
+KN_API int64_t kn_size(const kn_tensor *t, int64_t dim);    /* negative dims count from the end; -1 on error */
+KN_API int64_t kn_stride(const kn_tensor *t, int64_t dim);  /* in elements */
+KN_API kn_shape kn_shape_of(const kn_tensor *t);
+KN_API kn_shape kn_strides_of(const kn_tensor *t);
+KN_API int64_t kn_offset(const kn_tensor *t);               /* storage offset, in elements */
+KN_API int64_t kn_numel(const kn_tensor *t);
+KN_API kn_dtype kn_dtype_of(const kn_tensor *t);
+KN_API kn_device kn_device_of(const kn_tensor *t);
+KN_API bool kn_is_contiguous(const kn_tensor *t);
 /* True when a and b are views of the same storage. */
-bool kn_shares_storage(const kn_tensor *a, const kn_tensor *b);
-int64_t kn_shape_numel(kn_shape s);
+KN_API bool kn_shares_storage(const kn_tensor *a, const kn_tensor *b);
+KN_API int64_t kn_shape_numel(kn_shape s);
 
 /* ---- host memory -------------------------------------------------------------------------
  * kn_from_host copies `data` (row-major, dtype-sized elements) into a new tensor on `device`.
  * kn_to_host waits for the work that produces t, then copies its values in row-major order
  * into dst, which must hold kn_numel(t) * kn_dtype_size(dtype) bytes. Both fail with a
  * message on NULL arguments, a short buffer, or a device that holds no values (meta). */
-kn_tensor *kn_from_host(const void *data, kn_dtype dtype, kn_shape shape, kn_device device);
-kn_status kn_to_host(kn_tensor *t, void *dst, size_t dst_bytes);
+KN_API kn_tensor *kn_from_host(const void *data, kn_dtype dtype, kn_shape shape, kn_device device);
+KN_API kn_status kn_to_host(kn_tensor *t, void *dst, size_t dst_bytes);
 /* The single value of a one-element tensor, as a double. */
-kn_status kn_item(kn_tensor *t, double *out);
+KN_API kn_status kn_item(kn_tensor *t, double *out);
 
 /* ---- devices -------------------------------------------------------------------------------- */
-kn_tensor *kn_to_device(kn_tensor *t, kn_device device);   /* a copy; t itself if already there */
+KN_API kn_tensor *kn_to_device(kn_tensor *t, kn_device device);   /* a copy; t itself if already there */
 /* "cpu", "meta", "cuda", "cuda:1"; false if the text names no device type. */
-bool kn_device_parse(const char *text, kn_device *out);
-const char *kn_device_type_name(kn_device_type t);
+KN_API bool kn_device_parse(const char *text, kn_device *out);
+KN_API const char *kn_device_type_name(kn_device_type t);
 /* Whether kiln can use this device in this process. */
-bool kn_device_available(kn_device device);
+KN_API bool kn_device_available(kn_device device);
 /* Where creation ops put new tensors (default cpu, or $KILN_DEVICE). */
-kn_status kn_set_default_device(kn_device device);
-kn_device kn_default_device(void);
+KN_API kn_status kn_set_default_device(kn_device device);
+KN_API kn_device kn_default_device(void);
 
 /* ---- views (no copy; they share storage) ---------------------------------------------------- */
-kn_tensor *kn_view(kn_tensor *t, kn_shape shape);        /* fails if strides cannot express it; one -1 allowed */
-kn_tensor *kn_reshape(kn_tensor *t, kn_shape shape);     /* a view when possible, else a copy */
-kn_tensor *kn_permute(kn_tensor *t, kn_shape dims);
-kn_tensor *kn_transpose(kn_tensor *t, int64_t dim0, int64_t dim1);
+KN_API kn_tensor *kn_view(kn_tensor *t, kn_shape shape);        /* fails if strides cannot express it; one -1 allowed */
+KN_API kn_tensor *kn_reshape(kn_tensor *t, kn_shape shape);     /* a view when possible, else a copy */
+KN_API kn_tensor *kn_permute(kn_tensor *t, kn_shape dims);
+KN_API kn_tensor *kn_transpose(kn_tensor *t, int64_t dim0, int64_t dim1);
 /* Elements start, start+step, ... before end, along dim (Python slice rules: negative start/end
  * count from the end and are clamped; step may be negative, walking backwards). */
-kn_tensor *kn_slice(kn_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step);
-kn_tensor *kn_select(kn_tensor *t, int64_t dim, int64_t index);  /* removes dim */
-kn_tensor *kn_narrow(kn_tensor *t, int64_t dim, int64_t start, int64_t length);
-kn_tensor *kn_expand(kn_tensor *t, kn_shape shape);      /* -1 keeps a size */
-kn_tensor *kn_broadcast_to(kn_tensor *t, kn_shape shape);
-kn_tensor *kn_squeeze(kn_tensor *t, int64_t dim);        /* no-op if that size is not 1 */
-kn_tensor *kn_squeeze_all(kn_tensor *t);
-kn_tensor *kn_unsqueeze(kn_tensor *t, int64_t dim);
-kn_tensor *kn_flatten(kn_tensor *t, int64_t start_dim, int64_t end_dim);
+KN_API kn_tensor *kn_slice(kn_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step);
+KN_API kn_tensor *kn_select(kn_tensor *t, int64_t dim, int64_t index);  /* removes dim */
+KN_API kn_tensor *kn_narrow(kn_tensor *t, int64_t dim, int64_t start, int64_t length);
+KN_API kn_tensor *kn_expand(kn_tensor *t, kn_shape shape);      /* -1 keeps a size */
+KN_API kn_tensor *kn_broadcast_to(kn_tensor *t, kn_shape shape);
+KN_API kn_tensor *kn_squeeze(kn_tensor *t, int64_t dim);        /* no-op if that size is not 1 */
+KN_API kn_tensor *kn_squeeze_all(kn_tensor *t);
+KN_API kn_tensor *kn_unsqueeze(kn_tensor *t, int64_t dim);
+KN_API kn_tensor *kn_flatten(kn_tensor *t, int64_t start_dim, int64_t end_dim);
 /* Windows of `size` elements every `step` along dim, as a new last dim (torch.Tensor.unfold). */
-kn_tensor *kn_unfold(kn_tensor *t, int64_t dim, int64_t size, int64_t step);
+KN_API kn_tensor *kn_unfold(kn_tensor *t, int64_t dim, int64_t size, int64_t step);
 /* Any shape and strides over t's storage; fails if an element would fall outside it. */
-kn_tensor *kn_as_strided(kn_tensor *t, kn_shape shape, kn_shape strides, int64_t offset);
+KN_API kn_tensor *kn_as_strided(kn_tensor *t, kn_shape shape, kn_shape strides, int64_t offset);
 /* A row-major copy, or t itself (a new reference) if already contiguous. */
-kn_tensor *kn_contiguous(kn_tensor *t);
-kn_tensor *kn_clone(kn_tensor *t);                       /* always a copy */
+KN_API kn_tensor *kn_contiguous(kn_tensor *t);
+KN_API kn_tensor *kn_clone(kn_tensor *t);                       /* always a copy */
 /* Copy src's values into dst (same shape after broadcasting src); dst may be a view. */
-kn_status kn_copy_(kn_tensor *dst, kn_tensor *src);
+KN_API kn_status kn_copy_(kn_tensor *dst, kn_tensor *src);
 
 /* Shape of broadcasting a with b; false (and an error naming `op`) if they do not broadcast. */
-bool kn_broadcast_shapes(const char *op, kn_shape a, kn_shape b, kn_shape *out);
+KN_API bool kn_broadcast_shapes(const char *op, kn_shape a, kn_shape b, kn_shape *out);
 
 /* ---- printing -------------------------------------------------------------------------------- */
 /* A readable rendering like "tensor([[1.0000, 2.0000], ...], f32[2, 2])", with large dims
  * summarized. Returns a malloc'd string the caller frees, or NULL on error. */
-char *kn_to_string(kn_tensor *t);
-kn_status kn_print(kn_tensor *t);
-kn_status kn_fprint(FILE *f, kn_tensor *t);
+KN_API char *kn_to_string(kn_tensor *t);
+KN_API kn_status kn_print(kn_tensor *t);
+KN_API kn_status kn_fprint(FILE *f, kn_tensor *t);
 /* "f32[2, 3]"; writes at most n bytes to buf and returns buf. */
-char *kn_describe(const kn_tensor *t, char *buf, size_t n);
+KN_API char *kn_describe(const kn_tensor *t, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

@@ -29,30 +29,30 @@ typedef struct kn_tokenizer kn_tokenizer;
  * largest. Components:
  * docs/decisions.md, "Tokenizers (issue 5)". A loaded tokenizer is read-only: any number of
  * threads may encode and decode with it at once. */
-kn_tokenizer *kn_tokenizer_load(const char *path);
-void kn_tokenizer_free(kn_tokenizer *t);   /* NULL is ignored */
+KN_API kn_tokenizer *kn_tokenizer_load(const char *path);
+KN_API void kn_tokenizer_free(kn_tokenizer *t);   /* NULL is ignored */
 
 /* The number of ids (the largest id + 1, added tokens included; some ids below it may be missing). */
-int64_t kn_tokenizer_vocab_size(const kn_tokenizer *t);
+KN_API int64_t kn_tokenizer_vocab_size(const kn_tokenizer *t);
 /* The id of a token's string (a vocabulary or added token), or -1. */
-int32_t kn_tokenizer_token_to_id(const kn_tokenizer *t, const char *token);
+KN_API int32_t kn_tokenizer_token_to_id(const kn_tokenizer *t, const char *token);
 /* The token string of an id (as stored in the vocabulary, e.g. "Ġthe"), or NULL. */
-const char *kn_tokenizer_id_to_token(const kn_tokenizer *t, int32_t id);
+KN_API const char *kn_tokenizer_id_to_token(const kn_tokenizer *t, int32_t id);
 /* Whether id is an added token marked special (skipped by decoding with skip_special). */
-bool kn_tokenizer_is_special(const kn_tokenizer *t, int32_t id);
+KN_API bool kn_tokenizer_is_special(const kn_tokenizer *t, int32_t id);
 
 /* Encodes len bytes of UTF-8 text; text that is not valid UTF-8 is KN_ERR_ARG naming the offset
  * of the first ill-formed byte (the library takes only Rust strings, always valid; kiln does
  * not guess what other bytes mean). add_special runs the post-processor (Llama's BOS), as
  * encode(text, add_special_tokens=True) does. *ids is malloc'd (free it, even when *n_ids is
  * 0), *n_ids its length. */
-kn_status kn_tokenizer_encode(const kn_tokenizer *t, const char *text, size_t len, bool add_special, int32_t **ids,
+KN_API kn_status kn_tokenizer_encode(const kn_tokenizer *t, const char *text, size_t len, bool add_special, int32_t **ids,
                               size_t *n_ids);
 /* Decodes ids to malloc'd, NUL-terminated UTF-8 (*len bytes without the NUL) as
  * decode(ids, skip_special_tokens=skip_special) does. An id the tokenizer lacks (past the
  * vocabulary: a model's embedding is often padded beyond it) decodes to nothing, as in the
  * library; a negative id is KN_ERR_INDEX. */
-kn_status kn_tokenizer_decode(const kn_tokenizer *t, const int32_t *ids, size_t n_ids, bool skip_special, char **text,
+KN_API kn_status kn_tokenizer_decode(const kn_tokenizer *t, const int32_t *ids, size_t n_ids, bool skip_special, char **text,
                               size_t *len);
 
 /* Streaming decoding for generation: push ids one at a time and get the text they complete.
@@ -61,13 +61,13 @@ kn_status kn_tokenizer_decode(const kn_tokenizer *t, const int32_t *ids, size_t 
 typedef struct kn_detokenizer kn_detokenizer;
 /* NULL with KN_ERR_UNSUPPORTED for a decoder that cannot stream (one stripping the end of the
  * whole text: Strip with stop > 0 after Fuse); kn_tokenizer_decode still works there. */
-kn_detokenizer *kn_detokenizer_new(const kn_tokenizer *t, bool skip_special);
+KN_API kn_detokenizer *kn_detokenizer_new(const kn_tokenizer *t, bool skip_special);
 /* The new text (possibly empty) after id; valid until the next call. An id the tokenizer lacks
  * adds nothing; NULL with KN_ERR_INDEX for a negative id. */
-const char *kn_detokenizer_push(kn_detokenizer *d, int32_t id, size_t *len);
+KN_API const char *kn_detokenizer_push(kn_detokenizer *d, int32_t id, size_t *len);
 /* What is left at the end (an incomplete character becomes U+FFFD, as decode does). */
-const char *kn_detokenizer_flush(kn_detokenizer *d, size_t *len);
-void kn_detokenizer_free(kn_detokenizer *d);
+KN_API const char *kn_detokenizer_flush(kn_detokenizer *d, size_t *len);
+KN_API void kn_detokenizer_free(kn_detokenizer *d);
 
 /* Streaming encoding, for a text too long to hold whole (a corpus read in blocks): push bytes as
  * they come (a block may end inside a character) and take the ids of what could be encoded so
@@ -82,12 +82,12 @@ void kn_detokenizer_free(kn_detokenizer *d);
 typedef struct kn_encoder kn_encoder;
 /* NULL with KN_ERR_UNSUPPORTED when add_special and the post-processor's template holds the
  * text more than once. */
-kn_encoder *kn_encoder_new(const kn_tokenizer *t, bool add_special);
+KN_API kn_encoder *kn_encoder_new(const kn_tokenizer *t, bool add_special);
 /* *ids, *n_ids: the new ids (possibly none), valid until the next call. */
-kn_status kn_encoder_push(kn_encoder *e, const char *text, size_t len, const int32_t **ids, size_t *n_ids);
+KN_API kn_status kn_encoder_push(kn_encoder *e, const char *text, size_t len, const int32_t **ids, size_t *n_ids);
 /* The rest of the text's ids, the post-processor's closing tokens included. */
-kn_status kn_encoder_finish(kn_encoder *e, const int32_t **ids, size_t *n_ids);
-void kn_encoder_free(kn_encoder *e);
+KN_API kn_status kn_encoder_finish(kn_encoder *e, const int32_t **ids, size_t *n_ids);
+KN_API void kn_encoder_free(kn_encoder *e);
 
 #ifdef __cplusplus
 }

@@ -22,11 +22,16 @@
 /* Generated code is built without kiln's sanitizers even in a sanitized build: it is loaded
  * with dlopen, and needs no instrumentation to be correct. Like the library, it contracts no
  * multiply-adds, so that it rounds as the eager kernels do with either compiler, and its
- * integer arithmetic wraps as theirs does. */
+ * integer arithmetic wraps as theirs does. It is compiled for the CPU it runs on even where the
+ * library is built for a portable baseline (an installed kiln); where that baseline lacks FMA,
+ * kiln's math (ops/vector_math.h, KN_VM_FMA) is told so, and rounds as the library's does. */
 static const char *const flags[] = {
     "-std=c17", "-O3", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-fPIC", "-shared", "-fopenmp",
 #ifdef KILN_JIT_MARCH_NATIVE
     "-march=native",
+#if !defined(__FMA__) && !defined(__FP_FAST_FMAF)
+    "-U__FMA__", "-U__FP_FAST_FMAF",
+#endif
 #endif
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0], MAX_WORDS = 16, OUTPUT_MAX = 1 << 16 };

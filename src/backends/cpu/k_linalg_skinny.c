@@ -3,11 +3,15 @@
  * ones widened to f32 in registers. Widening the whole matrix into an f32 copy first, as the
  * general 16-bit path does, writes twice the bytes the product reads, on every call; and
  * OpenBLAS's GEMV would hand each call to its own thread pool, whose spinning threads then
- * compete with kiln's OpenMP threads for the same cores at every op. Sums are f32. */
+ * compete with kiln's OpenMP threads for the same cores at every op. Sums are f32. The AVX-512
+ * tile is chosen at run time, so that a library built for a portable baseline (an installed
+ * kiln) has it too. */
+#include <stdbool.h>
 #include <stdlib.h>
 
-#if defined(__AVX512F__)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#define KN_SKINNY_AVX512 1
 #endif
 
 #include "backends/cpu/k_linalg_skinny.h"
@@ -22,30 +26,40 @@ static inline float load_one(kn_dtype dt, const void *w, int64_t i) {
     }
 }
 
-/* y[r] = a . w_r for the ROWS (or fewer, nr) rows of a tile, over K elements. */
-static void dot_rows(kn_dtype dt, const float *a, const char *w, int64_t ldw_bytes, int nr, int64_t K, float *y) {
+#ifdef KN_SKINNY_AVX512
+/* The sums of a full tile over the multiples of 16 of K, 16 lanes a row; returns how far it got. */
+__attribute__((target("avx512f"))) static int64_t dot_rows_avx512(kn_dtype dt, const float *a, const char *w,
+                                                                  int64_t ldw_bytes, int64_t K, float *y) {
     int64_t k = 0;
-#if defined(__AVX512F__)
-    if (nr == ROWS) {
-        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-        const char *w0 = w, *w1 = w + ldw_bytes, *w2 = w + 2 * ldw_bytes, *w3 = w + 3 * ldw_bytes;
-        const int64_t es = dt == KN_F32 ? 4 : 2;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    const char *w0 = w, *w1 = w + ldw_bytes, *w2 = w + 2 * ldw_bytes, *w3 = w + 3 * ldw_bytes;
+    const int64_t es = dt == KN_F32 ? 4 : 2;
 #define KN_WIDEN(p)                                                                                        \
     (dt == KN_F32    ? _mm512_loadu_ps((const float *)(const void *)(p))                                   \
      : dt == KN_BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(                                              \
                            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16)) \
                      : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p))))
-        for (; k + 16 <= K; k += 16) {
-            __m512 x = _mm512_loadu_ps(a + k);
-            s0 = _mm512_fmadd_ps(x, KN_WIDEN(w0 + k * es), s0);
-            s1 = _mm512_fmadd_ps(x, KN_WIDEN(w1 + k * es), s1);
-            s2 = _mm512_fmadd_ps(x, KN_WIDEN(w2 + k * es), s2);
-            s3 = _mm512_fmadd_ps(x, KN_WIDEN(w3 + k * es), s3);
-        }
+    for (; k + 16 <= K; k += 16) {
+        __m512 x = _mm512_loadu_ps(a + k);
+        s0 = _mm512_fmadd_ps(x, KN_WIDEN(w0 + k * es), s0);
+        s1 = _mm512_fmadd_ps(x, KN_WIDEN(w1 + k * es), s1);
+        s2 = _mm512_fmadd_ps(x, KN_WIDEN(w2 + k * es), s2);
+        s3 = _mm512_fmadd_ps(x, KN_WIDEN(w3 + k * es), s3);
+    }
 #undef KN_WIDEN
-        y[0] = _mm512_reduce_add_ps(s0), y[1] = _mm512_reduce_add_ps(s1);
-        y[2] = _mm512_reduce_add_ps(s2), y[3] = _mm512_reduce_add_ps(s3);
-    } else
+    y[0] = _mm512_reduce_add_ps(s0), y[1] = _mm512_reduce_add_ps(s1);
+    y[2] = _mm512_reduce_add_ps(s2), y[3] = _mm512_reduce_add_ps(s3);
+    return k;
+}
+#endif
+
+/* y[r] = a . w_r for the ROWS (or fewer, nr) rows of a tile, over K elements. */
+static void dot_rows(kn_dtype dt, const float *a, const char *w, int64_t ldw_bytes, int nr, int64_t K, float *y,
+                     bool avx512) {
+    int64_t k = 0;
+#ifdef KN_SKINNY_AVX512
+    if (avx512 && nr == ROWS) k = dot_rows_avx512(dt, a, w, ldw_bytes, K, y);
+    else
 #endif
     {
         for (int r = 0; r < nr; r++) y[r] = 0;
@@ -73,13 +87,18 @@ bool kn_cpu_skinny(kn_dtype dt, const void *a, int64_t ars, int64_t acs, const v
         for (int64_t k = 0; k < K; k++) af[i * K + k] = load_one(dt, a, i * ars + k * acs);
     const int64_t es = dt == KN_F32 ? 4 : 2;
     const int64_t tiles = (N + ROWS - 1) / ROWS;
+#ifdef KN_SKINNY_AVX512
+    const bool avx512 = __builtin_cpu_supports("avx512f");
+#else
+    const bool avx512 = false;
+#endif
     _Pragma("omp parallel for num_threads(kn_cpu_threads_for(M * N * K / 4)) schedule(static)")
     for (int64_t t = 0; t < tiles; t++) {
         const int64_t n0 = t * ROWS;
         const int nr = N - n0 < ROWS ? (int)(N - n0) : ROWS;
         for (int64_t i = 0; i < M; i++) { /* the tile's rows stay in cache across the M rows of a */
             float y[ROWS];
-            dot_rows(dt, af + i * K, (const char *)w + n0 * ldw * es, ldw * es, nr, K, y);
+            dot_rows(dt, af + i * K, (const char *)w + n0 * ldw * es, ldw * es, nr, K, y, avx512);
             for (int r = 0; r < nr; r++) {
                 int64_t o = i * N + n0 + r;
                 if (dt == KN_F32) ((float *)c)[o] = y[r];
