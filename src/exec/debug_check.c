@@ -26,8 +26,7 @@ static int64_t count_nonfinite(kn_tensor *t) {
 }
 
 static bool inputs_finite(kn_node *n) {
-    for (size_t i = 0; i < sizeof n->attrs.f / sizeof n->attrs.f[0]; i++)
-        if (!isfinite(n->attrs.f[i])) return false;
+    if (!kn_attrs_finite(n->op, &n->attrs)) return false;
     for (int i = 0; i < n->n_in; i++)
         if (count_nonfinite(n->in[i]) != 0) return false;
     return true;
@@ -49,8 +48,9 @@ kn_status kn_debug_run(kn_backend *b, kn_node *n) {
     }
     /* Keep the node's outputs alive past the launch, which frees the node. */
     const char *name = kn_op_name_in(n->op, &n->attrs);
-    char inputs[320];
+    char inputs[320], attrs[160] = "";
     kn_op_describe_inputs(n, inputs, sizeof inputs);
+    if (n->op != KN_OP_custom) kn_attrs_format(n->op, &n->attrs, attrs, sizeof attrs); /* a custom op's are its own */
     int n_out = n->n_out;
     kn_tensor *outs[KN_NODE_MAX_OUT];
     for (int i = 0; i < n_out; i++) outs[i] = kn_tensor_incref(n->out[i]);
@@ -71,8 +71,8 @@ kn_status kn_debug_run(kn_backend *b, kn_node *n) {
         checking = false;
     }
     if (shadow) {
-        char call[400];
-        snprintf(call, sizeof call, "%s(%s)", name, inputs);
+        char call[512];
+        snprintf(call, sizeof call, "%s(%s%s%s)", name, inputs, *attrs ? "; " : "", attrs);
         checking = true;
         st = kn_shadow_end(shadow, st, call);
         checking = false;

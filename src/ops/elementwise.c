@@ -91,8 +91,7 @@ static kn_tensor *elementwise_checked(kn_op_id op, int n_in, kn_tensor *const *i
     if ((kn_op_table[op].flags & KN_OPF_INT_TO_FLOAT) && !kn_dtype_is_float(compute)) compute = KN_F32;
     if (compute == KN_BOOL && !(kn_op_table[op].dtypes & KN_DT(KN_BOOL)))
         return kn_op_fail(&c, KN_ERR_DTYPE, "%s does not take bool operands; cast them first", kn_op_name(op));
-    c.node->attrs.f[0] = a;
-    c.node->attrs.f[1] = b;
+    kn_op_set_scalars(op, &c.node->attrs, a, b);
     if (!prepare_inputs(&c, compute, &shape)) return NULL;
     if (!kn_op_output(&c, bool_out ? KN_BOOL : compute, shape.v, shape.n)) return NULL;
     return kn_op_run(&c);
@@ -101,13 +100,13 @@ static kn_tensor *elementwise_checked(kn_op_id op, int n_in, kn_tensor *const *i
 #define OUT_IS_BOOL_SAME false
 #define OUT_IS_BOOL_BOOL true
 
-#define KN_OP(name, kind, dtypes, flags, expr)
-#define KN_UNARY(name, cls, out, expr)
-#define KN_BINARY(name, cls, out, expr)                                        \
+#define KN_OP(name, ...)
+#define KN_UNARY(name, ...)
+#define KN_BINARY(name, cls, out, attrs, expr)                                      \
     kn_tensor *kn_##name(kn_tensor *a, kn_tensor *b) {                          \
         return elementwise(KN_OP_##name, 2, (kn_tensor *[]){a, b}, OUT_IS_BOOL_##out, 0, 0); \
     }
-#define KN_TERNARY(name, cls, out, expr)
+#define KN_TERNARY(name, ...)
 #include "ops/defs/binary.def"
 #undef KN_BINARY
 #undef KN_UNARY

@@ -20,8 +20,7 @@ bool kn_reduce_begin(kn_opctx *c, kn_op_id op, kn_tensor *x, kn_shape dims, bool
         if (!is_reduced) out.v[out.n++] = x->shape[d];
         else if (keepdim) out.v[out.n++] = 1;
     }
-    c->node->attrs.s[0] = reduced;
-    c->node->attrs.i[0] = keepdim;
+    *KN_ATTRS(c->node, reduce) = (kn_reduce_attrs){.dims = reduced, .keepdim = keepdim};
     *out_shape = out;
     return true;
 }
@@ -29,7 +28,7 @@ bool kn_reduce_begin(kn_opctx *c, kn_op_id op, kn_tensor *x, kn_shape dims, bool
 /* Fails (naming the op) when the node's reduced dims hold no element: there is no extreme
  * of nothing, as in PyTorch. */
 static bool require_nonempty(kn_opctx *c, kn_tensor *x) {
-    kn_shape r = c->node->attrs.s[0];
+    kn_shape r = KN_ATTRS(c->node, reduce)->dims;
     for (int i = 0; i < r.n; i++)
         if (x->shape[r.v[i]] == 0)
             return kn_op_fail(c, KN_ERR_SHAPE, "cannot reduce over dim %lld of size 0 (no identity)", (long long)r.v[i]) != NULL;
@@ -112,7 +111,9 @@ static kn_tensor *with_param(kn_op_id op, kn_tensor *x, kn_shape dims, double pa
     kn_opctx c;
     kn_shape shape;
     if (!kn_reduce_begin(&c, op, x, dims, keepdim, &shape)) return NULL;
-    c.node->attrs.f[0] = param;
+    if (op == KN_OP_norm) KN_ATTRS(c.node, norm)->p = param;
+    else if (op == KN_OP_var) KN_ATTRS(c.node, var)->correction = param;
+    else KN_ATTRS(c.node, std)->correction = param;
     if (op == KN_OP_norm) {
         if (isnan(param) || (param < 0 && param != -INFINITY))
             return kn_op_fail(&c, KN_ERR_ARG, "p = %g is not a norm order (0, a positive value or +-inf)", param);
@@ -172,7 +173,7 @@ static kn_tensor *softmax_grad(kn_op_id op, kn_tensor *g, kn_tensor *y, int64_t 
             return NULL;
         }
     }
-    c.node->attrs.s[0] = reduced;
+    KN_ATTRS(c.node, reduce)->dims = reduced;
     if (!kn_op_output(&c, dt, g->shape, g->ndim)) return NULL;
     return kn_op_run(&c);
 }

@@ -1,5 +1,5 @@
 /* The shared front half of every reduction op: dims checked and normalized, the output
- * shape computed. attrs.s[0] holds the reduced dims (sorted), attrs.i[0] keepdim. */
+ * shape computed. KN_ATTRS(node, reduce) holds the reduced dims (sorted) and keepdim. */
 #ifndef KILN_OPS_REDUCE_COMMON_H
 #define KILN_OPS_REDUCE_COMMON_H
 
