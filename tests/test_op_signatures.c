@@ -137,6 +137,27 @@ static void test_absent_weight_through_the_api(void) {
     kn_scope_pop();
 }
 
+/* The elementwise families' shape and dtype rule is the table entry's, and the API follows it. */
+static void test_elementwise_rule_behind_the_entry(void) {
+    for (int op = 0; op < KN_OP_COUNT; op++)
+        if (kn_op_table[op].kind == KN_KIND_ELEMENTWISE && op != KN_OP_copy)
+            CHECK_MSG(kn_op_table[op].infer == kn_infer_elementwise, "%s has no rule", kn_op_name(op));
+    kn_scope_push();
+    kn_tensor *a = kn_zeros(KN_SHAPE(2, 1), KN_I32), *b = kn_zeros(KN_SHAPE(3), KN_I32);
+    kn_op_infer r;
+    char why[256];
+    CHECK(kn_op_table[KN_OP_eq].infer(KN_OP_eq, 2, (kn_tensor *[]){a, b}, &r, why, sizeof why) == KN_OK);
+    CHECK(r.out == KN_BOOL && r.compute == KN_I32 && r.shape.n == 2 && r.shape.v[0] == 2 && r.shape.v[1] == 3);
+    CHECK(kn_op_table[KN_OP_exp].infer(KN_OP_exp, 1, &a, &r, why, sizeof why) == KN_OK);
+    CHECK(r.out == KN_F32 && r.compute == KN_F32);
+    kn_tensor *c = kn_zeros(KN_SHAPE(4), KN_I32);
+    CHECK(kn_op_table[KN_OP_add].infer(KN_OP_add, 2, (kn_tensor *[]){b, c}, &r, why, sizeof why) == KN_ERR_SHAPE);
+    CHECK_MSG(strstr(why, "shapes do not broadcast"), "%s", why);
+    kn_tensor *e = kn_eq(a, b); /* the API gives what the rule says */
+    CHECK(e && kn_dtype_of(e) == KN_BOOL && kn_shape_of(e).n == 2 && kn_shape_of(e).v[1] == 3);
+    kn_scope_pop();
+}
+
 int main(void) {
     RUN(test_signature_text);
     RUN(test_public_params);
@@ -145,5 +166,6 @@ int main(void) {
     RUN(test_scalars);
     RUN(test_optional_inputs);
     RUN(test_absent_weight_through_the_api);
+    RUN(test_elementwise_rule_behind_the_entry);
     return test_summary();
 }

@@ -3,11 +3,21 @@
 
 #include <string.h>
 
+/* The elementwise families' entries point to their shared shape and dtype rule. */
+#define ENTRY(name_, kind_, dtypes_, flags_, expr_, infer_) \
+    [KN_OP_##name_] = {.name = #name_, .kind = kind_, .dtypes = dtypes_, .flags = flags_, .expr = expr_, .infer = infer_},
+#define EW_ENTRY(name, cls, out, expr) \
+    ENTRY(name, KN_KIND_ELEMENTWISE, KN_ACCEPT_##cls, KN_FLAGS_##cls | KN_OUT_FLAG_##out, #expr, kn_infer_elementwise)
 const kn_op_def kn_op_table[KN_OP_COUNT] = {
-#define KN_OP(name_, kind_, dtypes_, flags_, expr_, ins_, attrs_) \
-    [KN_OP_##name_] = {.name = #name_, .kind = kind_, .dtypes = dtypes_, .flags = flags_, .expr = expr_},
+#define KN_OP(name_, kind_, dtypes_, flags_, expr_, ins_, attrs_) ENTRY(name_, kind_, dtypes_, flags_, expr_, NULL)
+#define KN_UNARY(name, cls, out, attrs, expr) EW_ENTRY(name, cls, out, expr)
+#define KN_BINARY(name, cls, out, attrs, expr) EW_ENTRY(name, cls, out, expr)
+#define KN_TERNARY(name, cls, out, attrs, expr) EW_ENTRY(name, cls, out, expr)
 #include "ops/defs/all.def"
 #undef KN_OP
+#undef KN_UNARY
+#undef KN_BINARY
+#undef KN_TERNARY
 };
 
 /* Each op's parameter list is a static array in its own case, where `attrs_t` names the op's

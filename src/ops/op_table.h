@@ -24,6 +24,7 @@ enum {
     KN_OPF_RANDOM = 1u << 1,  /* draws from the Philox generator (offset advanced at record time) */
     KN_OPF_NOCHECK = 1u << 2, /* debug mode skips the NaN/Inf check (outputs are not values) */
     KN_OPF_INT_TO_FLOAT = 1u << 3, /* integer and bool inputs are cast to f32 first (exp, div...) */
+    KN_OPF_BOOL_OUT = 1u << 4,     /* elementwise: the output is bool (comparisons, isnan...) */
 };
 
 typedef enum kn_op_id {
@@ -147,13 +148,31 @@ typedef struct kn_param {
     uint16_t offset; /* attributes: the offset in the op's kn_attrs_<op> */
 } kn_param;
 
+/* What a shape and dtype rule finds: output 0's shape and dtype, and the dtype the inputs are
+ * brought to first (elementwise ops compute in it; bool outputs differ from it). */
+typedef struct kn_op_infer {
+    kn_shape shape;
+    kn_dtype out, compute;
+} kn_op_infer;
+/* An op's shape and dtype rule, over its (already checked non-NULL) inputs: KN_OK, or an
+ * error code with what does not fit written to why (the caller names the op and inputs). */
+typedef kn_status (*kn_infer_fn)(kn_op_id op, int n_in, kn_tensor *const *in, kn_op_infer *r, char *why,
+                                 size_t why_size);
+
 typedef struct kn_op_def {
     const char *name;
     kn_op_kind kind;
     uint32_t dtypes;  /* input dtypes the op accepts (KN_DT masks) */
     uint32_t flags;
     const char *expr; /* elementwise ops: the scalar expression (x, y, z inputs; a, b attributes) */
+    kn_infer_fn infer; /* the shape and dtype rule; NULL: still inline in the op's API function */
 } kn_op_def;
+
+/* The rule of the elementwise families (ops/elementwise.c): inputs broadcast together;
+ * PyTorch's result type (f32 for integers where KN_OPF_INT_TO_FLOAT); bool out for
+ * KN_OPF_BOOL_OUT ops. */
+kn_status kn_infer_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, kn_op_infer *r, char *why,
+                               size_t why_size);
 
 extern const kn_op_def kn_op_table[KN_OP_COUNT];
 
