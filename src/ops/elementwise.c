@@ -79,7 +79,7 @@ static kn_tensor *elementwise_checked(kn_op_id op, int n_in, kn_tensor *const *i
     if (!kn_op_begin(&c, op, n_in, in)) return NULL;
     kn_op_infer r;
     char why[600];
-    kn_status st = kn_op_table[op].infer(op, n_in, in, &r, why, sizeof why);
+    kn_status st = kn_op_table[op].infer(op, n_in, in, &c.node->attrs, &r, why, sizeof why);
     if (st != KN_OK) return kn_op_fail(&c, st, "%s", why);
     kn_op_set_scalars(op, &c.node->attrs, a, b);
     if (!prepare_inputs(&c, r.compute, &r.shape)) return NULL;
@@ -87,8 +87,8 @@ static kn_tensor *elementwise_checked(kn_op_id op, int n_in, kn_tensor *const *i
     return kn_op_run(&c);
 }
 
-kn_status kn_infer_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, kn_op_infer *r, char *why,
-                               size_t why_size) {
+kn_status kn_infer_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r,
+                               char *why, size_t why_size) {
     r->shape = kn_shape_of(in[0]);
     for (int i = 1; i < n_in; i++) {
         kn_shape next;

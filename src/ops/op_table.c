@@ -3,13 +3,19 @@
 
 #include <string.h>
 
-/* The elementwise families' entries point to their shared shape and dtype rule. */
+/* Entries point to their family's shape and dtype rule: the elementwise families' and the
+ * reductions' (the other kinds still compute theirs in the API function). */
+#define INFER_KN_KIND_REDUCTION kn_infer_reduce
+#define INFER_KN_KIND_ELEMENTWISE NULL /* copy: its own rule in layout's copy functions */
+#define INFER_KN_KIND_OPAQUE NULL
+#define INFER_KN_KIND_CREATION NULL
 #define ENTRY(name_, kind_, dtypes_, flags_, expr_, infer_) \
     [KN_OP_##name_] = {.name = #name_, .kind = kind_, .dtypes = dtypes_, .flags = flags_, .expr = expr_, .infer = infer_},
 #define EW_ENTRY(name, cls, out, expr) \
     ENTRY(name, KN_KIND_ELEMENTWISE, KN_ACCEPT_##cls, KN_FLAGS_##cls | KN_OUT_FLAG_##out, #expr, kn_infer_elementwise)
 const kn_op_def kn_op_table[KN_OP_COUNT] = {
-#define KN_OP(name_, kind_, dtypes_, flags_, expr_, ins_, attrs_) ENTRY(name_, kind_, dtypes_, flags_, expr_, NULL)
+#define KN_OP(name_, kind_, dtypes_, flags_, expr_, ins_, attrs_) \
+    ENTRY(name_, kind_, dtypes_, flags_, expr_, INFER_##kind_)
 #define KN_UNARY(name, cls, out, attrs, expr) EW_ENTRY(name, cls, out, expr)
 #define KN_BINARY(name, cls, out, attrs, expr) EW_ENTRY(name, cls, out, expr)
 #define KN_TERNARY(name, cls, out, attrs, expr) EW_ENTRY(name, cls, out, expr)

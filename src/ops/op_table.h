@@ -154,10 +154,11 @@ typedef struct kn_op_infer {
     kn_shape shape;
     kn_dtype out, compute;
 } kn_op_infer;
-/* An op's shape and dtype rule, over its (already checked non-NULL) inputs: KN_OK, or an
- * error code with what does not fit written to why (the caller names the op and inputs). */
-typedef kn_status (*kn_infer_fn)(kn_op_id op, int n_in, kn_tensor *const *in, kn_op_infer *r, char *why,
-                                 size_t why_size);
+/* An op's shape and dtype rule, over its (already checked non-NULL) inputs and attributes:
+ * KN_OK, or an error code with what does not fit written to why (the caller names the op and
+ * inputs). */
+typedef kn_status (*kn_infer_fn)(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r,
+                                 char *why, size_t why_size);
 
 typedef struct kn_op_def {
     const char *name;
@@ -171,8 +172,13 @@ typedef struct kn_op_def {
 /* The rule of the elementwise families (ops/elementwise.c): inputs broadcast together;
  * PyTorch's result type (f32 for integers where KN_OPF_INT_TO_FLOAT); bool out for
  * KN_OPF_BOOL_OUT ops. */
-kn_status kn_infer_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, kn_op_infer *r, char *why,
-                               size_t why_size);
+kn_status kn_infer_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r,
+                               char *why, size_t why_size);
+/* The rule of the reductions (ops/reduce.c): x's shape without (keepdim: with size 1) the
+ * normalized dims; x's dtype, i64 for integer sums and products and for arg*, bool for all
+ * and any. */
+kn_status kn_infer_reduce(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r,
+                          char *why, size_t why_size);
 
 extern const kn_op_def kn_op_table[KN_OP_COUNT];
 
