@@ -9,6 +9,25 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$kiln" ops --device meta | grep -q 'meta' || fail "ops --device meta"
 "$kiln" ops --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert any(o["name"]=="add" for o in d["ops"])' 2>/dev/null \
   || "$kiln" ops --json | grep -q '"name": *"add"' || fail "ops --json"
+# Each op's signature: in the table beside its first row, and in the JSON as text and lists.
+"$kiln" ops | grep -q '^layer_norm .* layer_norm(x, weight?, bias?; inner: i64, eps: f64)$' \
+  || fail "ops table prints layer_norm's signature"
+"$kiln" ops | grep -q '^cat .* cat(xs...; dim: i64)$' || fail "ops table prints a variadic input"
+if command -v python3 >/dev/null 2>&1; then
+  "$kiln" ops --json | python3 -c '
+import json, sys
+ops = {o["name"]: o for o in json.load(sys.stdin)["ops"]}
+ln = ops["layer_norm"]
+assert ln["signature"] == "layer_norm(x, weight?, bias?; inner: i64, eps: f64)", ln["signature"]
+assert [(i["name"], i["optional"]) for i in ln["inputs"]] == [("x", False), ("weight", True), ("bias", True)]
+assert [(a["name"], a["type"]) for a in ln["attributes"]] == [("inner", "i64"), ("eps", "f64")]
+assert ops["add"]["signature"] == "add(x, y)" and ops["add"]["attributes"] == []
+assert all("signature" in o and "inputs" in o and "attributes" in o for o in ops.values())
+' || fail "ops --json gives each op's signature"
+else
+  "$kiln" ops --json | grep -q '"signature": *"layer_norm(x, weight?, bias?; inner: i64, eps: f64)"' \
+    || fail "ops --json gives each op's signature"
+fi
 "$kiln" info | grep -q 'threads:' || fail "info"
 "$kiln" cache stats | grep -q "^entries:" || fail "cache stats"
 "$kiln" help | grep -q 'KILN_MODE (strict, debug, fused)' || fail "help lists every mode"

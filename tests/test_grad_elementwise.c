@@ -495,8 +495,8 @@ static void test_family_listed_in_grad_table(void) {
         kn_op_id op;
         const char *name;
     } family[] = {
-#define KN_OP(name, kind, dtypes, flags, expr) {KN_OP_##name, #name},
-#define KN_UNARY(name, cls, out, expr) {KN_OP_##name, #name},
+#define KN_OP(name, ...) {KN_OP_##name, #name},
+#define KN_UNARY(name, ...) {KN_OP_##name, #name},
 #define KN_BINARY KN_UNARY
 #define KN_TERNARY KN_UNARY
 #include "ops/defs/creation.def"

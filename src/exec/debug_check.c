@@ -23,8 +23,7 @@ static int64_t count_nonfinite(kn_tensor *t) {
 }
 
 static bool inputs_finite(const kn_node *n) {
-    for (size_t i = 0; i < sizeof n->attrs.f / sizeof n->attrs.f[0]; i++)
-        if (!isfinite(n->attrs.f[i])) return false;
+    if (!kn_attrs_finite(n->op, &n->attrs)) return false;
     for (int i = 0; i < n->n_in; i++)
         if (count_nonfinite(n->in[i]) != 0) return false;
     return true;

@@ -4,7 +4,7 @@
  *     kn_opctx c;
  *     if (!kn_op_begin(&c, KN_OP_softmax, 1, &x)) return NULL;   // NULLs, devices, dtypes
  *     if (dim out of range) return kn_op_fail(&c, KN_ERR_INDEX, "dim %lld ...", dim);
- *     c.node->attrs.i[0] = dim;
+ *     KN_ATTRS(c.node, softmax)->dims = KN_DIMS(d);               // the entry's attributes
  *     if (!kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
  *     return kn_op_run(&c);                                       // adopted into the scope
  *

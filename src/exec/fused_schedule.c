@@ -154,7 +154,7 @@ static bool try_close_with_reduction(group *g, kn_node *const *nodes, const kn_b
     if (n->n_in != 1 || n->n_out != 1 || !(n->fresh_out & 1) || (x->dtype != KN_F32 && x->dtype != KN_F64) ||
         n->out[0]->dtype != x->dtype || kn_numel(x) == 0) /* an empty sum is the prebuilt kernel's */
         return false;
-    kn_shape dims = n->attrs.s[0]; /* sorted; trailing means x's last dims.n dims */
+    kn_shape dims = KN_ATTRS(n, reduce)->dims; /* sorted; trailing means x's last dims.n dims */
     for (int k = 0; k < dims.n; k++)
         if (dims.v[k] != x->ndim - dims.n + k) return false;
     group save = *g;
@@ -207,8 +207,8 @@ static bool finish(group *g, kn_node *const *nodes, kn_fused_launch *L) {
     size_t len = 0;
     L->desc[0] = '\0';
     for (int j = 0; j < ir->n_steps; j++) {
-        L->attrs[2 * j] = step_node(g, nodes, j)->attrs.f[0];
-        L->attrs[2 * j + 1] = step_node(g, nodes, j)->attrs.f[1];
+        const kn_node *n = step_node(g, nodes, j);
+        kn_op_scalars(n->op, &n->attrs, &L->attrs[2 * j]);
     }
     for (int j = 0; j < g->count; j++) {
         const kn_node *n = nodes[g->first + j];

@@ -166,9 +166,10 @@ static kn_status shadow_record(const kn_node *n, const kn_backend *b, void **sta
         shadow_free(s);
         return st;
     }
-    char inputs[320];
+    char inputs[320], attrs[160] = "";
     kn_op_describe_inputs(n, inputs, sizeof inputs);
-    snprintf(s->call, sizeof s->call, "%s(%s)", kn_op_name_in(n->op, &n->attrs), inputs);
+    if (n->op != KN_OP_custom) kn_attrs_format(n->op, &n->attrs, attrs, sizeof attrs); /* a custom op's are its own */
+    snprintf(s->call, sizeof s->call, "%s(%s%s%s)", kn_op_name_in(n->op, &n->attrs), inputs, *attrs ? "; " : "", attrs);
     *state = s;
     return KN_OK;
 }

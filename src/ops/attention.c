@@ -31,7 +31,7 @@ kn_tensor *kn_scaled_dot_product_attention(kn_tensor *q, kn_tensor *k, kn_tensor
                                            kn_sdpa_opts opts) {
     kn_tensor *in[4] = {q, k, v, mask};
     kn_opctx c;
-    if (!kn_op_begin(&c, KN_OP_scaled_dot_product_attention, mask ? 4 : 3, in)) return NULL;
+    if (!kn_op_begin_slots(&c, KN_OP_scaled_dot_product_attention, 4, in)) return NULL;
     static const char *const names[4] = {"q", "k", "v", "mask"};
     for (int i = 0; i < 3; i++) {
         if (!kn_dtype_is_float(in[i]->dtype))
@@ -73,11 +73,8 @@ kn_tensor *kn_scaled_dot_product_attention(kn_tensor *q, kn_tensor *k, kn_tensor
         if (!kn_loss_set_input(&c, i, in[i], i < 3 ? dt : mask_dt, &shapes[i], names[i])) return NULL;
 
     double scale = opts.scale != 0 ? opts.scale : oq.d > 0 ? 1.0 / sqrt((double)oq.d) : 1.0;
-    c.node->attrs.i[0] = opts.causal;
-    c.node->attrs.i[1] = mask != NULL;
-    c.node->attrs.i[3] = opts.causal_align; /* i[2] is the backward's */
-    c.node->attrs.f[0] = scale;
-    c.node->attrs.f[1] = opts.dropout_p;
+    *KN_ATTRS(c.node, scaled_dot_product_attention) = (kn_attrs_scaled_dot_product_attention){
+        .causal = opts.causal, .causal_align = opts.causal_align, .scale = scale, .dropout_p = opts.dropout_p};
     kn_shape out = q->ndim >= 3 || batch.n ? with_tail(batch, oq.heads, oq.t, ov.d) : KN_SHAPE(oq.t, ov.d);
     kn_shape lse = batch;
     lse.v[lse.n++] = oq.heads, lse.v[lse.n++] = oq.t;

@@ -18,7 +18,7 @@ static bool begin_creation(kn_opctx *c, kn_op_id op, kn_shape shape, kn_dtype dt
 kn_tensor *kn_full_on(kn_shape shape, double value, kn_dtype dtype, kn_device device) {
     kn_opctx c;
     if (!begin_creation(&c, KN_OP_fill, shape, dtype, device)) return NULL;
-    c.node->attrs.f[0] = value;
+    KN_ATTRS(c.node, fill)->a = value;
     return kn_op_run(&c);
 }
 
@@ -61,8 +61,7 @@ kn_tensor *kn_arange(double start, double end, double step, kn_dtype dtype) {
     int64_t count = (int64_t)ceil((end - start) / step);
     kn_node_free(c.node);
     if (!begin_creation(&c, KN_OP_arange, KN_SHAPE(count), dtype, kn_default_device())) return NULL;
-    c.node->attrs.f[0] = start;
-    c.node->attrs.f[1] = step;
+    c.node->attrs.arange = (kn_attrs_arange){.start = start, .step = step};
     return kn_op_run(&c);
 }
 
@@ -71,8 +70,7 @@ kn_tensor *kn_linspace(double start, double end, int64_t count, kn_dtype dtype) 
     if (!begin_creation(&c, KN_OP_linspace, KN_SHAPE(count < 0 ? 0 : count), dtype, kn_default_device()))
         return NULL;
     if (count < 0) return kn_op_fail(&c, KN_ERR_ARG, "count %lld is negative", (long long)count);
-    c.node->attrs.f[0] = start;
-    c.node->attrs.f[1] = end;
+    c.node->attrs.linspace = (kn_attrs_linspace){.start = start, .end = end};
     return kn_op_run(&c);
 }
 
@@ -99,8 +97,7 @@ static kn_tensor *uniform_on(kn_shape shape, double low, double high, kn_dtype d
     kn_opctx c;
     if (!begin_random(&c, KN_OP_rand, shape, dtype, device)) return NULL;
     if (!(low <= high)) return kn_op_fail(&c, KN_ERR_ARG, "low %g is above high %g", low, high);
-    c.node->attrs.f[0] = low;
-    c.node->attrs.f[1] = high;
+    c.node->attrs.rand = (kn_attrs_rand){.low = low, .high = high};
     return kn_op_run(&c);
 }
 
@@ -113,8 +110,7 @@ static kn_tensor *normal_on(kn_shape shape, double mean, double std, kn_dtype dt
     kn_opctx c;
     if (!begin_random(&c, KN_OP_randn, shape, dtype, device)) return NULL;
     if (!(std >= 0)) return kn_op_fail(&c, KN_ERR_ARG, "std %g must be non-negative", std);
-    c.node->attrs.f[0] = mean;
-    c.node->attrs.f[1] = std;
+    c.node->attrs.randn = (kn_attrs_randn){.mean = mean, .std = std};
     return kn_op_run(&c);
 }
 
@@ -127,8 +123,7 @@ kn_tensor *kn_randint(int64_t low, int64_t high, kn_shape shape, kn_dtype dtype)
     kn_opctx c;
     if (!begin_random(&c, KN_OP_randint, shape, dtype, kn_default_device())) return NULL;
     if (low >= high) return kn_op_fail(&c, KN_ERR_ARG, "low %lld must be below high %lld", (long long)low, (long long)high);
-    c.node->attrs.i[0] = low;
-    c.node->attrs.i[1] = high;
+    c.node->attrs.randint = (kn_attrs_randint){.low = low, .high = high};
     return kn_op_run(&c);
 }
 
@@ -136,7 +131,8 @@ kn_tensor *kn_bernoulli_p(kn_shape shape, double p, kn_dtype dtype) {
     kn_opctx c;
     if (!begin_random(&c, KN_OP_bernoulli, shape, dtype, kn_default_device())) return NULL;
     if (!(p >= 0 && p <= 1)) return kn_op_fail(&c, KN_ERR_ARG, "p %g is outside [0, 1]", p);
-    c.node->attrs.f[0] = p;
+    KN_ATTRS(c.node, bernoulli)->p = p;
+    c.node->attrs.absent = 1u << KN_SLOT(bernoulli, probs);
     return kn_op_run(&c);
 }
 

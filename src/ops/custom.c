@@ -111,7 +111,7 @@ kn_status kn_custom_call(int id, int n_in, kn_tensor *const *in, const kn_custom
 
     kn_opctx c;
     if (!kn_op_begin(&c, KN_OP_custom, n_in, in)) return kn_last_status();
-    kn_custom_attrs_store(&c.node->attrs, id, attrs);
+    *KN_ATTRS(c.node, custom) = (kn_attrs_custom){.id = id, .call = *attrs};
     kn_device_type device = c.device.type;
     bool use_source = !e->def.kernels[device] && e->def.source;
     if (c.backend->holds_values && !e->def.kernels[device] && !(use_source && c.backend->custom_prepare)) {

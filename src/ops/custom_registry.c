@@ -9,9 +9,6 @@
 
 #include "core/error.h"
 
-/* The call's attributes and the id share the node's slots without overlapping. */
-_Static_assert(KN_CUSTOM_MAX_ATTRS <= KN_CUSTOM_ID_SLOT && KN_CUSTOM_MAX_ATTRS <= sizeof(kn_attrs){0}.f / sizeof(double),
-               "custom op attributes must fit the node's slots");
 _Static_assert(KN_CUSTOM_MAX_OUTPUTS <= KN_NODE_MAX_OUT, "a custom op's outputs are a node's");
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -115,23 +112,6 @@ int kn_custom_op_register(const kn_custom_op_def *def) {
         return -1;
     }
     return id;
-}
-
-void kn_custom_attrs_store(kn_attrs *dst, int id, const kn_custom_attrs *src) {
-    for (int k = 0; src && k < KN_CUSTOM_MAX_ATTRS; k++) {
-        dst->f[k] = src->f[k];
-        dst->i[k] = src->i[k];
-    }
-    dst->i[KN_CUSTOM_ID_SLOT] = id;
-}
-
-kn_custom_attrs kn_custom_attrs_load(const kn_attrs *src) {
-    kn_custom_attrs a;
-    for (int k = 0; k < KN_CUSTOM_MAX_ATTRS; k++) {
-        a.f[k] = src->f[k];
-        a.i[k] = src->i[k];
-    }
-    return a;
 }
 
 const char *kn_op_name_in(kn_op_id op, const kn_attrs *attrs) {

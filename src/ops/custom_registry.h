@@ -6,9 +6,6 @@
 #include "kiln/custom_op.h"
 #include "ops/op_table.h"
 
-/* The node's attrs.i slot that holds the op's id (defs/custom.def). */
-#define KN_CUSTOM_ID_SLOT 15
-
 /* A registered op: the caller's definition with name and source copied. Immutable once
  * registered, so it is read without locks from any thread. */
 typedef struct kn_custom_entry {
@@ -19,11 +16,7 @@ typedef struct kn_custom_entry {
 /* The op with this id, or NULL. */
 const kn_custom_entry *kn_custom_get(int id);
 /* The entry of a `custom` node's op (its id is valid: the API function checked it). */
-static inline const kn_custom_entry *kn_custom_of(const kn_attrs *a) { return kn_custom_get((int)a->i[KN_CUSTOM_ID_SLOT]); }
-
-/* A call's attributes into a node's slots, and back. */
-void kn_custom_attrs_store(kn_attrs *dst, int id, const kn_custom_attrs *src);
-kn_custom_attrs kn_custom_attrs_load(const kn_attrs *src);
+static inline const kn_custom_entry *kn_custom_of(const kn_attrs *a) { return kn_custom_get((int)a->custom.id); }
 
 /* The name errors give an op: the registered name for `custom` nodes, else the table's. */
 const char *kn_op_name_in(kn_op_id op, const kn_attrs *attrs);

@@ -47,67 +47,75 @@ static bool prepare_inputs(kn_opctx *c, kn_dtype compute, const kn_shape *shape)
     return true;
 }
 
-static kn_tensor *elementwise_checked(kn_op_id op, int n_in, kn_tensor *const *in, bool bool_out, double a, double b);
+static kn_tensor *elementwise_checked(kn_op_id op, int n_in, kn_tensor *const *in, double a, double b);
 
 /* The common path of every elementwise op with n_in (at most 3) inputs and attributes a, b.
  * Bool operands that promote to a number (bool + i32 is i32) are cast first, so that ops
  * which do not take bool still accept them next to numbers. */
-static kn_tensor *elementwise(kn_op_id op, int n_in, kn_tensor *const *in, bool bool_out, double a, double b) {
+static kn_tensor *elementwise(kn_op_id op, int n_in, kn_tensor *const *in, double a, double b) {
     bool any_bool = false;
     for (int i = 0; i < n_in; i++) {
-        if (!in[i]) return elementwise_checked(op, n_in, in, bool_out, a, b); /* reports the NULL */
+        if (!in[i]) return elementwise_checked(op, n_in, in, a, b); /* reports the NULL */
         any_bool |= in[i]->dtype == KN_BOOL;
     }
     if (any_bool && op == KN_OP_sub) /* PyTorch refuses it too: usually a mask inverted by mistake */
         return kn_error_null(KN_ERR_DTYPE, "sub: a bool operand is refused (as in PyTorch); to invert a mask use "
                                            "logical_not, or cast it first");
     kn_dtype promoted = kn_result_dtype(in, n_in);
-    if (!any_bool || promoted == KN_BOOL || n_in > 3) return elementwise_checked(op, n_in, in, bool_out, a, b);
+    if (!any_bool || promoted == KN_BOOL || n_in > 3) return elementwise_checked(op, n_in, in, a, b);
     kn_tensor *cast[3] = {NULL, NULL, NULL};
     bool ok = true;
     for (int i = 0; i < n_in; i++) {
         cast[i] = in[i]->dtype == KN_BOOL ? kn_cast(in[i], promoted) : kn_retain(in[i]);
         ok &= cast[i] != NULL;
     }
-    kn_tensor *out = ok ? elementwise_checked(op, n_in, cast, bool_out, a, b) : NULL;
+    kn_tensor *out = ok ? elementwise_checked(op, n_in, cast, a, b) : NULL;
     for (int i = 0; i < n_in; i++) kn_release(cast[i]);
     return out;
 }
 
-static kn_tensor *elementwise_checked(kn_op_id op, int n_in, kn_tensor *const *in, bool bool_out, double a, double b) {
+static kn_tensor *elementwise_checked(kn_op_id op, int n_in, kn_tensor *const *in, double a, double b) {
     kn_opctx c;
     if (!kn_op_begin(&c, op, n_in, in)) return NULL;
-    kn_shape shape = kn_shape_of(in[0]);
-    for (int i = 1; i < n_in; i++) {
-        kn_shape next;
-        if (!kn_broadcast_shapes(kn_op_name(op), shape, kn_shape_of(in[i]), &next)) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", kn_last_error());
-            return kn_op_fail(&c, KN_ERR_SHAPE, "shapes do not broadcast (%s)", msg);
-        }
-        shape = next;
-    }
-    kn_dtype compute = kn_result_dtype(in, n_in);
-    if ((kn_op_table[op].flags & KN_OPF_INT_TO_FLOAT) && !kn_dtype_is_float(compute)) compute = KN_F32;
-    if (compute == KN_BOOL && !(kn_op_table[op].dtypes & KN_DT(KN_BOOL)))
-        return kn_op_fail(&c, KN_ERR_DTYPE, "%s does not take bool operands; cast them first", kn_op_name(op));
-    c.node->attrs.f[0] = a;
-    c.node->attrs.f[1] = b;
-    if (!prepare_inputs(&c, compute, &shape)) return NULL;
-    if (!kn_op_output(&c, bool_out ? KN_BOOL : compute, shape.v, shape.n)) return NULL;
+    kn_op_infer r;
+    char why[600];
+    kn_status st = kn_op_table[op].infer(op, n_in, in, &c.node->attrs, &r, why, sizeof why);
+    if (st != KN_OK) return kn_op_fail(&c, st, "%s", why);
+    kn_op_set_scalars(op, &c.node->attrs, a, b);
+    if (!prepare_inputs(&c, r.compute, &r.shape)) return NULL;
+    if (!kn_op_output(&c, r.out, r.shape.v, r.shape.n)) return NULL;
     return kn_op_run(&c);
 }
 
-#define OUT_IS_BOOL_SAME false
-#define OUT_IS_BOOL_BOOL true
-
-#define KN_OP(name, kind, dtypes, flags, expr)
-#define KN_UNARY(name, cls, out, expr)
-#define KN_BINARY(name, cls, out, expr)                                        \
-    kn_tensor *kn_##name(kn_tensor *a, kn_tensor *b) {                          \
-        return elementwise(KN_OP_##name, 2, (kn_tensor *[]){a, b}, OUT_IS_BOOL_##out, 0, 0); \
+kn_status kn_infer_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r,
+                               char *why, size_t why_size) {
+    r->shape = kn_shape_of(in[0]);
+    for (int i = 1; i < n_in; i++) {
+        kn_shape next;
+        if (!kn_broadcast_shapes(kn_op_name(op), r->shape, kn_shape_of(in[i]), &next)) {
+            snprintf(why, why_size, "shapes do not broadcast (%s)", kn_last_error());
+            return KN_ERR_SHAPE;
+        }
+        r->shape = next;
     }
-#define KN_TERNARY(name, cls, out, expr)
+    r->compute = kn_result_dtype(in, n_in);
+    if ((kn_op_table[op].flags & KN_OPF_INT_TO_FLOAT) && !kn_dtype_is_float(r->compute)) r->compute = KN_F32;
+    if (r->compute == KN_BOOL && !(kn_op_table[op].dtypes & KN_DT(KN_BOOL))) {
+        snprintf(why, why_size, "%s does not take bool operands; cast them first", kn_op_name(op));
+        return KN_ERR_DTYPE;
+    }
+    r->out = kn_op_table[op].flags & KN_OPF_BOOL_OUT ? KN_BOOL : r->compute;
+    return KN_OK;
+}
+
+
+#define KN_OP(name, ...)
+#define KN_UNARY(name, ...)
+#define KN_BINARY(name, cls, out, attrs, expr)                                      \
+    kn_tensor *kn_##name(kn_tensor *a, kn_tensor *b) {                          \
+        return elementwise(KN_OP_##name, 2, (kn_tensor *[]){a, b}, 0, 0); \
+    }
+#define KN_TERNARY(name, ...)
 #include "ops/defs/binary.def"
 #undef KN_BINARY
 #undef KN_UNARY
@@ -116,50 +124,50 @@ static kn_tensor *elementwise_checked(kn_op_id op, int n_in, kn_tensor *const *i
 
 /* Unary ops without attributes get their API function from the table; those with
  * attributes are written out below. */
-#define UNARY_PLAIN(name, out) \
-    kn_tensor *kn_##name(kn_tensor *x) { return elementwise(KN_OP_##name, 1, &x, OUT_IS_BOOL_##out, 0, 0); }
-UNARY_PLAIN(neg, SAME)
-UNARY_PLAIN(abs, SAME)
-UNARY_PLAIN(sign, SAME)
-UNARY_PLAIN(relu, SAME)
-UNARY_PLAIN(exp, SAME)
-UNARY_PLAIN(expm1, SAME)
-UNARY_PLAIN(log, SAME)
-UNARY_PLAIN(log1p, SAME)
-UNARY_PLAIN(log2, SAME)
-UNARY_PLAIN(sqrt, SAME)
-UNARY_PLAIN(rsqrt, SAME)
-UNARY_PLAIN(reciprocal, SAME)
-UNARY_PLAIN(sin, SAME)
-UNARY_PLAIN(cos, SAME)
-UNARY_PLAIN(tanh, SAME)
-UNARY_PLAIN(sigmoid, SAME)
-UNARY_PLAIN(gelu, SAME)
-UNARY_PLAIN(gelu_tanh, SAME)
-UNARY_PLAIN(silu, SAME)
-UNARY_PLAIN(erf, SAME)
-UNARY_PLAIN(floor, SAME)
-UNARY_PLAIN(ceil, SAME)
-UNARY_PLAIN(round, SAME)
-UNARY_PLAIN(trunc, SAME)
-UNARY_PLAIN(bitwise_not, SAME)
-UNARY_PLAIN(logical_not, BOOL)
-UNARY_PLAIN(isnan, BOOL)
-UNARY_PLAIN(isinf, BOOL)
-UNARY_PLAIN(isfinite, BOOL)
+#define UNARY_PLAIN(name) \
+    kn_tensor *kn_##name(kn_tensor *x) { return elementwise(KN_OP_##name, 1, &x, 0, 0); }
+UNARY_PLAIN(neg)
+UNARY_PLAIN(abs)
+UNARY_PLAIN(sign)
+UNARY_PLAIN(relu)
+UNARY_PLAIN(exp)
+UNARY_PLAIN(expm1)
+UNARY_PLAIN(log)
+UNARY_PLAIN(log1p)
+UNARY_PLAIN(log2)
+UNARY_PLAIN(sqrt)
+UNARY_PLAIN(rsqrt)
+UNARY_PLAIN(reciprocal)
+UNARY_PLAIN(sin)
+UNARY_PLAIN(cos)
+UNARY_PLAIN(tanh)
+UNARY_PLAIN(sigmoid)
+UNARY_PLAIN(gelu)
+UNARY_PLAIN(gelu_tanh)
+UNARY_PLAIN(silu)
+UNARY_PLAIN(erf)
+UNARY_PLAIN(floor)
+UNARY_PLAIN(ceil)
+UNARY_PLAIN(round)
+UNARY_PLAIN(trunc)
+UNARY_PLAIN(bitwise_not)
+UNARY_PLAIN(logical_not)
+UNARY_PLAIN(isnan)
+UNARY_PLAIN(isinf)
+UNARY_PLAIN(isfinite)
 
-kn_tensor *kn_leaky_relu(kn_tensor *x, double slope) { return elementwise(KN_OP_leaky_relu, 1, &x, false, slope, 0); }
+kn_tensor *kn_leaky_relu(kn_tensor *x, double slope) { return elementwise(KN_OP_leaky_relu, 1, &x, slope, 0); }
 
 kn_tensor *kn_softplus(kn_tensor *x, double beta, double threshold) {
     if (!(beta != 0) || isnan(threshold))
         return kn_error_null(KN_ERR_ARG, "softplus: beta %g must be nonzero and threshold %g a number", beta, threshold);
-    return elementwise(KN_OP_softplus, 1, &x, false, beta, threshold);
+    return elementwise(KN_OP_softplus, 1, &x, beta, threshold);
 }
 
 /* PyTorch's clamp with float bounds: min(max(x, min), max), so a NaN bound gives NaN and
  * min > max gives max; integer and bool tensors compute in f32 (a float operand's promotion). */
 kn_tensor *kn_clamp(kn_tensor *x, double min, double max) {
-    return elementwise(KN_OP_clamp, 1, &x, false, min, max);
+    return elementwise(KN_OP_clamp, 1, &x, min, max);
 }
 
 /* A 0-d tensor of integer dtype d holding v, saturated to d's range (exact: no double). */
@@ -198,31 +206,31 @@ kn_tensor *kn_where(kn_tensor *cond, kn_tensor *a, kn_tensor *b) {
     kn_dtype values = kn_result_dtype((kn_tensor *[]){a, b}, 2);
     kn_tensor *c = cond->dtype == values ? kn_retain(cond) : kn_cast(cond, values);
     if (!c) return NULL;
-    kn_tensor *out = elementwise(KN_OP_where, 3, (kn_tensor *[]){c, a, b}, false, 0, 0);
+    kn_tensor *out = elementwise(KN_OP_where, 3, (kn_tensor *[]){c, a, b}, 0, 0);
     kn_release(c);
     return out;
 }
 
 kn_tensor *kn_lerp(kn_tensor *start, kn_tensor *end, kn_tensor *weight) {
-    return elementwise(KN_OP_lerp, 3, (kn_tensor *[]){start, end, weight}, false, 0, 0);
+    return elementwise(KN_OP_lerp, 3, (kn_tensor *[]){start, end, weight}, 0, 0);
 }
 
 kn_tensor *kn_addcmul(kn_tensor *self, kn_tensor *t1, kn_tensor *t2, double value) {
-    return elementwise(KN_OP_addcmul, 3, (kn_tensor *[]){self, t1, t2}, false, value, 0);
+    return elementwise(KN_OP_addcmul, 3, (kn_tensor *[]){self, t1, t2}, value, 0);
 }
 
 kn_tensor *kn_addcdiv(kn_tensor *self, kn_tensor *t1, kn_tensor *t2, double value) {
-    return elementwise(KN_OP_addcdiv, 3, (kn_tensor *[]){self, t1, t2}, false, value, 0);
+    return elementwise(KN_OP_addcdiv, 3, (kn_tensor *[]){self, t1, t2}, value, 0);
 }
 
 /* ---- backward helpers (defs/elementwise_backward.def) -------------------------------------
  * Written out like the unary ops, since some take the forward op's attributes. */
 
 static kn_tensor *backward2(kn_op_id op, kn_tensor *grad, kn_tensor *x, double a, double b) {
-    return elementwise(op, 2, (kn_tensor *[]){grad, x}, false, a, b);
+    return elementwise(op, 2, (kn_tensor *[]){grad, x}, a, b);
 }
 static kn_tensor *backward3(kn_op_id op, kn_tensor *grad, kn_tensor *x, kn_tensor *y) {
-    return elementwise(op, 3, (kn_tensor *[]){grad, x, y}, false, 0, 0);
+    return elementwise(op, 3, (kn_tensor *[]){grad, x, y}, 0, 0);
 }
 
 kn_tensor *kn_relu_backward(kn_tensor *grad, kn_tensor *out) {
@@ -263,7 +271,7 @@ kn_tensor *kn_minimum_backward(kn_tensor *grad, kn_tensor *a, kn_tensor *b) {
 /* ---- for the scalar-operand forms (ops/elementwise_scalar.c) ---------------------------------- */
 
 kn_tensor *kn_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, double a, double b) {
-    return elementwise(op, n_in, in, false, a, b);
+    return elementwise(op, n_in, in, a, b);
 }
 
 /* ---- casts ------------------------------------------------------------------------------------ */

@@ -1,7 +1,8 @@
 /* Gradient formulas: the backward half of the op table (defs/grad.def). Each differentiable
  * op has one formula written with kiln ops, so a backward graph runs in every mode and on
- * every backend like a forward one; ops without a gradient are listed as such, and an op in
- * neither list refuses to record history (no op is silently non-differentiable). */
+ * every backend like a forward one; ops without a gradient are listed as such, and every op is in
+ * one of the two lists (grad_table.c checks it at build time: no op is silently
+ * non-differentiable). */
 #ifndef KILN_OPS_GRAD_H
 #define KILN_OPS_GRAD_H
 
@@ -19,6 +20,11 @@ typedef struct kn_grad_ctx {
     const bool *needs;         /* needs[i]: input i wants a gradient */
     uint64_t rng_seed, rng_offset; /* random ops: the Philox state the forward drew from */
 } kn_grad_ctx;
+
+/* Input `nm` of op `name` as the entry declares it (NULL where absent or not saved), and its
+ * position in in, needs and in_shape (-1 where absent). Attributes: c->attrs->name.field. */
+#define KN_GRAD_INPUT(c, name, nm) kn_input_at((c)->in, (c)->attrs, KN_SLOT(name, nm))
+#define KN_GRAD_POS(c, name, nm) kn_input_pos((c)->attrs, KN_SLOT(name, nm))
 
 /* Writes gin[i] for each input with needs[i] (NULL where the gradient is zero) from the
  * output gradients gout (gout[j] is NULL where no gradient reached output j). Results may

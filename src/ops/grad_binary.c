@@ -81,7 +81,7 @@ kn_status kn_grad_lerp(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor *
 
 /* self + v t1 t2. */
 kn_status kn_grad_addcmul(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    double v = c->attrs->f[0];
+    double v = c->attrs->addcmul.a;
     kn_tensor *gv = v == 1 || !(c->needs[1] || c->needs[2]) ? gout[0] : kn_mul_scalar(gout[0], v);
     gin[0] = gout[0];
     CHECKED(1, kn_mul(gv, c->in[2]));
@@ -91,7 +91,7 @@ kn_status kn_grad_addcmul(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tenso
 
 /* self + v t1 / t2: v/t2 dt1, -v t1/t2^2 dt2. */
 kn_status kn_grad_addcdiv(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    double v = c->attrs->f[0];
+    double v = c->attrs->addcdiv.a;
     kn_tensor *g1 = kn_div(v == 1 ? gout[0] : kn_mul_scalar(gout[0], v), c->in[2]);
     if (!g1) return kn_last_status();
     gin[0] = gout[0];

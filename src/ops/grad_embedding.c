@@ -22,19 +22,19 @@ kn_status kn_grad_embedding_backward(const kn_grad_ctx *c, kn_tensor *const *gou
  * the index lies in a bag at all (dt [n]; NULL when every index does). */
 static kn_status bag_of(const kn_grad_ctx *c, int64_t n, int64_t B, kn_dtype dt, kn_tensor **bag, kn_tensor **in_bag) {
     *in_bag = NULL;
-    if (!c->attrs->i[2]) { /* [B, L] indices */
+    kn_tensor *offsets = KN_GRAD_INPUT(c, embedding_bag, offsets);
+    if (!offsets) { /* [B, L] indices */
         kn_tensor *rows = kn_unsqueeze(kn_arange(0, (double)B, 1, KN_I64), 1);
-        *bag = kn_reshape(kn_expand(rows, KN_SHAPE(B, c->attrs->i[3])), KN_SHAPE(n));
+        *bag = kn_reshape(kn_expand(rows, KN_SHAPE(B, c->attrs->embedding_bag.length)), KN_SHAPE(n));
         return OK_IF(*bag);
     }
     /* started[e]: the bags starting at or before e (offsets never decrease); the last of them
      * holds e, unless none started yet or e is past include_last_offset's final offset. */
-    kn_tensor *offsets = c->in[2];
     kn_tensor *marks = kn_index_add(kn_zeros(KN_SHAPE(n + 1), KN_I64), 0, kn_narrow(offsets, 0, 0, B),
                                     kn_ones(KN_SHAPE(B), KN_I64), 1);
     kn_tensor *started = kn_narrow(kn_cumsum(marks, 0), 0, 0, n);
     kn_tensor *inside = kn_gt(started, kn_scalar(0, KN_I64));
-    if (c->attrs->i[1])
+    if (c->attrs->embedding_bag.include_last_offset)
         inside = kn_logical_and(inside, kn_lt(kn_arange(0, (double)n, 1, KN_I64), kn_narrow(offsets, 0, B, 1)));
     *bag = kn_clamp_int(kn_sub_scalar_int(started, 1), 0, B - 1);
     *in_bag = kn_cast(inside, dt);
@@ -52,7 +52,9 @@ static kn_tensor *first_max_rows(const kn_grad_ctx *c, kn_tensor *rows_w, kn_ten
     if (in_bag) hit = kn_logical_and(hit, kn_unsqueeze(kn_cast(in_bag, KN_BOOL), 1));
     kn_tensor *hits = kn_cast(hit, KN_I64);
     kn_tensor *before = kn_sub(kn_cumsum(hits, 0), hits); /* hits in the rows above */
-    kn_tensor *start = c->attrs->i[2] ? kn_index_select(c->in[2], 0, bag) : kn_mul(bag, kn_scalar(c->attrs->i[3], KN_I64));
+    kn_tensor *offsets = KN_GRAD_INPUT(c, embedding_bag, offsets);
+    kn_tensor *start = offsets ? kn_index_select(offsets, 0, bag)
+                               : kn_mul(bag, kn_scalar(c->attrs->embedding_bag.length, KN_I64));
     start = kn_minimum(kn_cast(start, KN_I64), kn_scalar(n - 1, KN_I64)); /* rows in no bag are masked out */
     return kn_cast(kn_logical_and(hit, kn_eq(before, kn_index_select(before, 0, start))), dt);
 }
@@ -60,9 +62,9 @@ static kn_tensor *first_max_rows(const kn_grad_ctx *c, kn_tensor *rows_w, kn_ten
 /* Each index's row gets its bag's gradient, scaled by its per-sample weight (sum), by one
  * over the bag's size (mean), or, per column, all of it to the row holding the maximum (max). */
 kn_status kn_grad_embedding_bag(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    kn_bag_mode mode = (kn_bag_mode)c->attrs->i[0];
-    int w_at = 2 + (c->attrs->i[2] != 0);
-    bool has_w = c->attrs->i[4] != 0;
+    kn_bag_mode mode = (kn_bag_mode)c->attrs->embedding_bag.mode;
+    int w_at = KN_GRAD_POS(c, embedding_bag, per_sample_weights);
+    bool has_w = w_at >= 0;
     kn_tensor *g = gout[0];
     kn_dtype dt = kn_dtype_of(g);
     int64_t n = kn_shape_numel(c->in_shape[1]), B = kn_size(g, 0), V = c->in_shape[0].v[0];

@@ -45,19 +45,19 @@ static kn_tensor *scatter_winners(kn_shape x_shape, int64_t d, kn_tensor *index)
 
 kn_status kn_grad_index_select(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
     kn_tensor *z = kn_zeros(c->in_shape[0], kn_dtype_of(gout[0]));
-    gin[0] = kn_index_add(z, c->attrs->i[0], c->in[1], gout[0], 1.0);
+    gin[0] = kn_index_add(z, c->attrs->index_select.dim, c->in[1], gout[0], 1.0);
     return OK_IF(gin[0]);
 }
 
 kn_status kn_grad_gather(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
     kn_tensor *z = kn_zeros(c->in_shape[0], kn_dtype_of(gout[0]));
-    gin[0] = kn_scatter_add(z, c->attrs->i[0], c->in[1], gout[0]);
+    gin[0] = kn_scatter_add(z, c->attrs->gather.dim, c->in[1], gout[0]);
     return OK_IF(gin[0]);
 }
 
 /* x's gradient where nothing was written over it; src's from the elements it won. */
 kn_status kn_grad_scatter(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    int64_t d = c->attrs->i[0];
+    int64_t d = c->attrs->scatter.dim;
     kn_tensor *g = gout[0], *index = c->in[1];
     if (c->needs[0] && !(gin[0] = kn_scatter_value(g, d, index, 0))) return kn_last_status();
     if (c->needs[2]) {
@@ -69,13 +69,13 @@ kn_status kn_grad_scatter(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tenso
 }
 
 kn_status kn_grad_scatter_value(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    gin[0] = kn_scatter_value(gout[0], c->attrs->i[0], c->in[1], 0);
+    gin[0] = kn_scatter_value(gout[0], c->attrs->scatter_value.dim, c->in[1], 0);
     return OK_IF(gin[0]);
 }
 
 kn_status kn_grad_scatter_add(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
     gin[0] = gout[0];
-    if (c->needs[2] && !(gin[2] = kn_grad_fit(kn_gather(gout[0], c->attrs->i[0], c->in[1]), c->in_shape[2])))
+    if (c->needs[2] && !(gin[2] = kn_grad_fit(kn_gather(gout[0], c->attrs->scatter_add.dim, c->in[1]), c->in_shape[2])))
         return kn_last_status();
     return KN_OK;
 }
@@ -83,8 +83,8 @@ kn_status kn_grad_scatter_add(const kn_grad_ctx *c, kn_tensor *const *gout, kn_t
 kn_status kn_grad_index_add(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
     gin[0] = gout[0];
     if (!c->needs[2]) return KN_OK;
-    double alpha = c->attrs->f[0];
-    kn_tensor *g = kn_index_select(gout[0], c->attrs->i[0], c->in[1]);
+    double alpha = c->attrs->index_add.alpha;
+    kn_tensor *g = kn_index_select(gout[0], c->attrs->index_add.dim, c->in[1]);
     gin[2] = alpha == 1 ? g : kn_mul_scalar(g, alpha);
     return OK_IF(gin[2]);
 }
@@ -153,11 +153,12 @@ static kn_status reduce_extreme(const reduce_args *a, kn_tensor **gx, kn_tensor 
 kn_status kn_grad_scatter_reduce(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
     kn_tensor *index = c->in[1];
     kn_dtype dt = c->in_dtype[2];
-    kn_scatter_reduce_op op = (kn_scatter_reduce_op)c->attrs->i[1];
+    const kn_attrs_scatter_reduce *at = &c->attrs->scatter_reduce;
+    kn_scatter_reduce_op op = (kn_scatter_reduce_op)at->reduce;
     bool by_value = op == KN_SCATTER_PROD || op == KN_SCATTER_AMAX || op == KN_SCATTER_AMIN;
     reduce_args a = {.g = kn_cast(gout[0], dt), .x = by_value ? kn_cast(c->in[0], dt) : NULL, .index = index,
-                     .src = window(c->in[2], kn_shape_of(index)), .d = c->attrs->i[0], .op = op,
-                     .include_self = c->attrs->i[2] != 0, .dt = dt};
+                     .src = window(c->in[2], kn_shape_of(index)), .d = at->dim, .op = op,
+                     .include_self = at->include_self, .dt = dt};
     kn_tensor *gx = NULL, *gs = NULL;
     kn_status st = op == KN_SCATTER_PROD ? reduce_prod(&a, &gx, &gs)
                    : by_value            ? reduce_extreme(&a, &gx, &gs)

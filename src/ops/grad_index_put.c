@@ -33,8 +33,8 @@ static kn_tensor *take(kn_tensor *t, int n, kn_tensor *pos) {
 /* x's gradient where nothing was written over it (all of it when accumulating); values' at
  * the positions they went to, for the last write of each element only. */
 kn_status kn_grad_index_put(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    int n = (int)c->attrs->i[0];
-    bool accumulate = c->attrs->i[1] != 0;
+    int n = (int)c->attrs->index_put.n;
+    bool accumulate = c->attrs->index_put.accumulate;
     kn_tensor *g = gout[0];
     if (c->needs[0] &&
         !(gin[0] = accumulate ? g : kn_index_put(g, c->in + 2, n, kn_scalar(0, kn_dtype_of(g)), false)))
@@ -72,6 +72,6 @@ kn_status kn_grad_masked_select(const kn_grad_ctx *c, kn_tensor *const *gout, kn
 /* The values' gradients sent back to the positions the indices name (distinct per row). */
 kn_status kn_grad_sort(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
     if (!gout[0]) return KN_OK;
-    gin[0] = kn_scatter(kn_zeros(c->in_shape[0], kn_dtype_of(gout[0])), c->attrs->i[0], c->out[1], gout[0]);
+    gin[0] = kn_scatter(kn_zeros(c->in_shape[0], kn_dtype_of(gout[0])), c->attrs->sort.dim, c->out[1], gout[0]);
     return OK_IF(gin[0]);
 }

@@ -8,7 +8,7 @@
 
 /* cat: each input's gradient is its stretch of the output's along the dim. */
 kn_status kn_grad_cat(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    int64_t dim = c->attrs->i[0], at = 0;
+    int64_t dim = c->attrs->cat.dim, at = 0;
     for (int i = 0; i < c->n_in; i++) {
         const kn_shape *s = &c->in_shape[i];
         if (s->n == 1 && s->v[0] == 0 && kn_ndim(gout[0]) != 1) continue; /* skipped by the forward */
@@ -50,8 +50,8 @@ static kn_tensor *unmap_dim(kn_tensor *g, int d, int64_t before, int64_t size, i
  * the input element it copied, one dim at a time. */
 kn_status kn_grad_pad(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
     kn_shape in = c->in_shape[0], out = kn_shape_of(gout[0]);
-    const int64_t *before = c->attrs->s[0].v;
-    int mode = (int)c->attrs->i[0];
+    const int64_t *before = c->attrs->pad.before.v;
+    int mode = (int)c->attrs->pad.mode;
     kn_tensor *g = gout[0];
     if (mode == REMAP_CONSTANT) {
         int64_t pads[2 * KN_MAX_DIMS];
@@ -74,7 +74,7 @@ kn_status kn_grad_roll(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor *
     int n = c->in_shape[0].n;
     int64_t shifts[KN_MAX_DIMS];
     kn_shape dims = {.n = n};
-    for (int d = 0; d < n; d++) shifts[d] = -c->attrs->s[0].v[d], dims.v[d] = d;
+    for (int d = 0; d < n; d++) shifts[d] = -c->attrs->roll.before.v[d], dims.v[d] = d;
     gin[0] = n ? kn_roll(gout[0], shifts, dims) : gout[0];
     return gin[0] ? KN_OK : kn_last_status();
 }
@@ -101,11 +101,11 @@ kn_status kn_grad_repeat(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor
 }
 
 kn_status kn_grad_tril(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    gin[0] = kn_tril(gout[0], c->attrs->i[0]);
+    gin[0] = kn_tril(gout[0], c->attrs->tril.diagonal);
     return gin[0] ? KN_OK : kn_last_status();
 }
 
 kn_status kn_grad_triu(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    gin[0] = kn_triu(gout[0], c->attrs->i[0]);
+    gin[0] = kn_triu(gout[0], c->attrs->triu.diagonal);
     return gin[0] ? KN_OK : kn_last_status();
 }

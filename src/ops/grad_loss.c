@@ -27,21 +27,24 @@ static kn_status refuse_weight_grad(const kn_grad_ctx *c) {
  * share of the loss gradient (g per row for none, g / rows for mean, g for sum). */
 static kn_tensor *target_probs_grad(const kn_grad_ctx *c, kn_tensor *g) {
     kn_tensor *x = c->in[0];
-    kn_reduction r = (kn_reduction)c->attrs->i[0];
+    const kn_attrs_cross_entropy *a = &c->attrs->cross_entropy; /* nll_loss's too (op_table.c) */
+    kn_reduction r = (kn_reduction)a->reduction;
     kn_shape xs = c->in_shape[0];
     int64_t rows = xs.v[xs.n - 1] ? kn_shape_numel(xs) / xs.v[xs.n - 1] : 0;
     kn_tensor *s = r == KN_REDUCTION_NONE ? kn_unsqueeze(g, -1)
                    : r == KN_REDUCTION_MEAN ? kn_div_scalar(g, (double)(rows ? rows : 1))
                                             : g;
-    kn_tensor *d = kn_mul(kn_mul_scalar(kn_log_softmax(x, -1), -(1 - c->attrs->f[0])), s);
-    return c->attrs->i[3] ? kn_mul(d, c->in[2]) : d;
+    kn_tensor *d = kn_mul(kn_mul_scalar(kn_log_softmax(x, -1), -(1 - a->label_smoothing)), s);
+    kn_tensor *weight = KN_GRAD_INPUT(c, cross_entropy, weight);
+    return weight ? kn_mul(d, weight) : d;
 }
 
 static kn_status class_loss_grad(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin, bool nll) {
-    bool has_weight = c->attrs->i[3];
-    if (has_weight && c->needs[2]) return refuse_weight_grad(c);
-    kn_tensor *weight = has_weight ? c->in[2] : NULL;
-    if (c->needs[0]) TRY(gin[0] = kn_cross_entropy_backward(c->in[0], c->in[1], weight, gout[0], c->attrs, nll));
+    int weight_at = KN_GRAD_POS(c, cross_entropy, weight); /* nll_loss's slots are cross_entropy's */
+    if (weight_at >= 0 && c->needs[weight_at]) return refuse_weight_grad(c);
+    kn_tensor *weight = KN_GRAD_INPUT(c, cross_entropy, weight);
+    if (c->needs[0])
+        TRY(gin[0] = kn_cross_entropy_backward(c->in[0], c->in[1], weight, gout[0], &c->attrs->cross_entropy, nll));
     if (c->needs[1]) TRY(gin[1] = target_probs_grad(c, gout[0])); /* float targets: probabilities */
     return KN_OK;
 }
@@ -58,7 +61,7 @@ kn_status kn_grad_nll_loss(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tens
 
 /* The loss gradient per element: g itself (none) or the 0-d g, divided by the count for mean. */
 static kn_tensor *pointwise_scale(const kn_grad_ctx *c, kn_tensor *g) {
-    if (c->attrs->i[0] != KN_REDUCTION_MEAN) return g;
+    if (c->attrs->mse_loss.reduction != KN_REDUCTION_MEAN) return g; /* every pointwise loss's (op_table.c) */
     int64_t count = kn_shape_numel(c->in_shape[0]);
     return kn_div_scalar(g, (double)(count ? count : 1));
 }
@@ -82,7 +85,7 @@ kn_status kn_grad_l1_loss(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tenso
 
 /* d/dd of smooth_l1: d / beta inside (-beta, beta), sign(d) outside; beta 0 is l1. */
 kn_status kn_grad_smooth_l1_loss(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    double beta = c->attrs->f[0];
+    double beta = c->attrs->smooth_l1_loss.beta;
     kn_tensor *d = kn_sub(c->in[0], c->in[1]);
     d = beta > 0 ? kn_clamp(kn_div_scalar(d, beta), -1, 1) : kn_sign(d);
     return difference_grads(c, d, pointwise_scale(c, gout[0]), gin);
@@ -91,7 +94,7 @@ kn_status kn_grad_smooth_l1_loss(const kn_grad_ctx *c, kn_tensor *const *gout, k
 /* bce = -w (y lp + (1 - y) lq), lp = max(log p, -100), lq = max(log(1 - p), -100):
  * d/dp = w (p - y) / max(p (1 - p), 1e-12) (PyTorch's), d/dy = w (lq - lp), d/dw = bce / w. */
 kn_status kn_grad_bce_loss(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    kn_tensor *p = c->in[0], *y = c->in[1], *w = c->attrs->i[1] ? c->in[2] : NULL;
+    kn_tensor *p = c->in[0], *y = c->in[1], *w = KN_GRAD_INPUT(c, bce_loss, weight);
     kn_tensor *s = pointwise_scale(c, gout[0]);
     kn_tensor *ws = w ? kn_mul(w, s) : s;
     if (c->needs[0]) {
@@ -110,8 +113,8 @@ kn_status kn_grad_bce_loss(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tens
  * d/dx = w ((1 + (pw - 1) y) sigmoid(x) - pw y), d/dy = -w (x + (pw - 1) ls),
  * d/dw = the unweighted loss, d/dpw = -w y ls. */
 kn_status kn_grad_bce_with_logits(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    bool has_w = c->attrs->i[1], has_pw = c->attrs->i[2];
-    kn_tensor *x = c->in[0], *y = c->in[1], *w = has_w ? c->in[2] : NULL, *pw = has_pw ? c->in[2 + has_w] : NULL;
+    int w_at = KN_GRAD_POS(c, bce_with_logits, weight), pw_at = KN_GRAD_POS(c, bce_with_logits, pos_weight);
+    kn_tensor *x = c->in[0], *y = c->in[1], *w = w_at >= 0 ? c->in[w_at] : NULL, *pw = pw_at >= 0 ? c->in[pw_at] : NULL;
     kn_tensor *s = pointwise_scale(c, gout[0]);
     kn_tensor *ws = w ? kn_mul(w, s) : s;
     kn_tensor *pw1 = pw ? kn_sub_scalar(pw, 1) : NULL; /* pw - 1 */
@@ -122,8 +125,8 @@ kn_status kn_grad_bce_with_logits(const kn_grad_ctx *c, kn_tensor *const *gout, 
         TRY(gin[0] = kn_mul(d, ws));
     }
     if (c->needs[1]) TRY(gin[1] = kn_mul(kn_neg(pw ? kn_add(x, kn_mul(pw1, ls)) : x), ws));
-    if (w && c->needs[2]) TRY(gin[2] = kn_mul(kn_bce_with_logits(x, y, NULL, pw, KN_REDUCTION_NONE), s));
-    if (pw && c->needs[2 + has_w]) TRY(gin[2 + has_w] = kn_mul(kn_neg(kn_mul(y, ls)), ws));
+    if (w && c->needs[w_at]) TRY(gin[w_at] = kn_mul(kn_bce_with_logits(x, y, NULL, pw, KN_REDUCTION_NONE), s));
+    if (pw && c->needs[pw_at]) TRY(gin[pw_at] = kn_mul(kn_neg(kn_mul(y, ls)), ws));
     return KN_OK;
 }
 
@@ -131,6 +134,6 @@ kn_status kn_grad_bce_with_logits(const kn_grad_ctx *c, kn_tensor *const *gout, 
 
 /* The same Philox mask and 1 / (1 - p) scale applied to the gradient: nothing saved. */
 kn_status kn_grad_dropout(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    TRY(gin[0] = kn_dropout_replay(gout[0], c->attrs->f[0], c->rng_seed, c->rng_offset));
+    TRY(gin[0] = kn_dropout_replay(gout[0], c->attrs->dropout.p, c->rng_seed, c->rng_offset));
     return KN_OK;
 }

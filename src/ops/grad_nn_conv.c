@@ -5,14 +5,18 @@
 #include "ops/grad.h"
 #include "ops/nn_backward.h"
 
-/* The node's stride, padding, dilation and groups as options. */
+/* The node's stride, padding, dilation and groups as options (conv_transpose2d's attributes
+ * and slots are conv2d's: op_table.c). */
 static kn_conv_opts opts_of(const kn_grad_ctx *c) {
-    const int64_t *a = c->attrs->i;
-    return (kn_conv_opts){.stride = {a[0], a[1]}, .padding = {a[2], a[3]}, .dilation = {a[4], a[5]}, .groups = a[6]};
+    const kn_attrs_conv2d *a = &c->attrs->conv2d;
+    return (kn_conv_opts){.stride = {a->stride[0], a->stride[1]},
+                          .padding = {a->padding[0], a->padding[1]},
+                          .dilation = {a->dilation[0], a->dilation[1]},
+                          .groups = a->groups};
 }
 
 static kn_status bias_grad(const kn_grad_ctx *c, kn_tensor *gy, kn_tensor **gin) {
-    int bi = (int)c->attrs->i[11];
+    int bi = KN_GRAD_POS(c, conv2d, bias);
     if (bi >= 0 && c->needs[bi] && !(gin[bi] = kn_sum(gy, KN_DIMS(0, 2, 3), false))) return kn_last_status();
     return KN_OK;
 }

@@ -6,17 +6,16 @@
 #include "ops/grad.h"
 #include "ops/nn_backward.h"
 
-/* The node's optional input at attrs.i[slot] (-1: absent). */
-static int opt_index(const kn_grad_ctx *c, int slot) { return (int)c->attrs->i[slot]; }
 static bool wants(const kn_grad_ctx *c, int i) { return i >= 0 && c->needs[i]; }
 
 static kn_status trailing_norm(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin, bool rms) {
-    int wi = opt_index(c, 10), bi = rms ? -1 : opt_index(c, 11);
-    int64_t inner = c->attrs->i[0];
+    /* rms_norm's slots and attributes are layer_norm's, less bias (op_table.c) */
+    int wi = KN_GRAD_POS(c, layer_norm, weight), bi = rms ? -1 : KN_GRAD_POS(c, layer_norm, bias);
+    int64_t inner = c->attrs->layer_norm.inner;
     if (!gout[0]) return KN_OK;
     kn_tensor *w = wi >= 0 ? kn_reshape(c->in[wi], KN_SHAPE(inner)) : NULL, *dx = NULL, *dw = NULL, *db = NULL;
     if (wi >= 0 && !w) return kn_last_status();
-    kn_status st = kn_norm_backward(gout[0], c->in[0], w, inner, c->attrs->f[0], rms, c->needs[0] ? &dx : NULL,
+    kn_status st = kn_norm_backward(gout[0], c->in[0], w, inner, c->attrs->layer_norm.eps, rms, c->needs[0] ? &dx : NULL,
                                     wants(c, wi) ? &dw : NULL, wants(c, bi) ? &db : NULL);
     if (st != KN_OK) return st;
     gin[0] = dx;
@@ -48,7 +47,9 @@ static kn_tensor *per_channel(kn_tensor *v, kn_shape x) {
 /* Shared tail of group_norm and batch_norm: dweight = sum(gy * xhat), dbias = sum(gy) over
  * every dim but channels. */
 static kn_status affine_grads(const kn_grad_ctx *c, kn_tensor *gy, kn_tensor *xhat, kn_tensor **gin) {
-    int wi = opt_index(c, 10), bi = opt_index(c, 11);
+    bool bn = c->op == KN_OP_batch_norm;
+    int wi = bn ? KN_GRAD_POS(c, batch_norm, weight) : KN_GRAD_POS(c, group_norm, weight);
+    int bi = bn ? KN_GRAD_POS(c, batch_norm, bias) : KN_GRAD_POS(c, group_norm, bias);
     kn_shape x = c->in_shape[0], dims = non_channel_dims(x);
     if (wants(c, wi) && !(gin[wi] = kn_sum(kn_mul(gy, xhat), dims, false))) return kn_last_status();
     if (wants(c, bi) && !(gin[bi] = kn_sum(gy, dims, false))) return kn_last_status();
@@ -58,10 +59,10 @@ static kn_status affine_grads(const kn_grad_ctx *c, kn_tensor *gy, kn_tensor *xh
 /* group_norm: each (image, group) is a row of layer_norm without affine parameters, fed
  * gy * weight. */
 kn_status kn_grad_group_norm(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    int wi = opt_index(c, 10);
+    int wi = KN_GRAD_POS(c, group_norm, weight);
     kn_shape x = c->in_shape[0];
-    int64_t G = c->attrs->i[0], rows = x.v[0] * G, inner = rows ? kn_shape_numel(x) / rows : 0;
-    double eps = c->attrs->f[0];
+    int64_t G = c->attrs->group_norm.groups, rows = x.v[0] * G, inner = rows ? kn_shape_numel(x) / rows : 0;
+    double eps = c->attrs->group_norm.eps;
     kn_tensor *gy = gout[0];
     if (!gy) return KN_OK;
     if (c->needs[0] && rows && inner) {
@@ -80,9 +81,10 @@ kn_status kn_grad_group_norm(const kn_grad_ctx *c, kn_tensor *const *gout, kn_te
  * statistics are constants, dx = gy * weight * rsqrt(running_var + eps). Running statistics
  * get no gradient (their in-place update is not differentiable). */
 kn_status kn_grad_batch_norm(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    bool training = c->attrs->i[0];
-    int mi = opt_index(c, 9), vi = opt_index(c, 8), wi = opt_index(c, 10);
-    double eps = c->attrs->f[1];
+    bool training = c->attrs->batch_norm.training;
+    int mi = KN_GRAD_POS(c, batch_norm, running_mean), vi = KN_GRAD_POS(c, batch_norm, running_var);
+    int wi = KN_GRAD_POS(c, batch_norm, weight);
+    double eps = c->attrs->batch_norm.eps;
     kn_shape x = c->in_shape[0], dims = non_channel_dims(x);
     kn_tensor *gy = gout[0], *xin = c->in[0];
     if (!gy) return KN_OK;

@@ -42,9 +42,9 @@ static kn_status separable(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tens
 /* avg_pool2d along one axis: the node's kernel, stride and padding there, 1 and 0 across.
  * ceil_mode is not kept in the node: it is the one of the two that gives the output size. */
 static kn_tensor *avg_pool_axis(const kn_grad_ctx *c, kn_tensor *planes, int axis, int64_t out) {
-    const int64_t *a = c->attrs->i;
-    kn_pool_opts o = {.kernel = {1, 1}, .stride = {1, 1}, .exclude_pad = a[8]};
-    o.kernel[axis] = a[axis], o.stride[axis] = a[2 + axis], o.padding[axis] = a[4 + axis];
+    const kn_attrs_avg_pool2d *a = &c->attrs->avg_pool2d;
+    kn_pool_opts o = {.kernel = {1, 1}, .stride = {1, 1}, .exclude_pad = a->exclude_pad};
+    o.kernel[axis] = a->kernel[axis], o.stride[axis] = a->stride[axis], o.padding[axis] = a->padding[axis];
     kn_tensor *r = kn_avg_pool2d(planes, o);
     if (r && kn_shape_of(r).v[1 + axis] != out) o.ceil_mode = true, r = kn_avg_pool2d(planes, o);
     return r;
@@ -56,7 +56,7 @@ static kn_tensor *nearest_axis(const kn_grad_ctx *c, kn_tensor *planes, int axis
     return kn_upsample_nearest2d(planes, axis ? 1 : out, axis ? out : 1);
 }
 static kn_tensor *bilinear_axis(const kn_grad_ctx *c, kn_tensor *planes, int axis, int64_t out) {
-    return kn_upsample_bilinear2d(planes, axis ? 1 : out, axis ? out : 1, c->attrs->i[0]);
+    return kn_upsample_bilinear2d(planes, axis ? 1 : out, axis ? out : 1, c->attrs->upsample_bilinear2d.align_corners);
 }
 
 kn_status kn_grad_avg_pool2d(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {

@@ -11,14 +11,14 @@
  * size 1, ready to broadcast against the input. */
 static kn_tensor *unreduce(const kn_grad_ctx *c, kn_tensor *g) {
     kn_shape kept = c->in_shape[0];
-    const kn_shape *dims = &c->attrs->s[0];
+    const kn_shape *dims = &c->attrs->reduce.dims;
     for (int i = 0; i < dims->n; i++) kept.v[dims->v[i]] = 1;
     return kn_reshape(g, kept);
 }
 
 static int64_t reduced_count(const kn_grad_ctx *c) {
     int64_t n = 1;
-    for (int i = 0; i < c->attrs->s[0].n; i++) n *= c->in_shape[0].v[c->attrs->s[0].v[i]];
+    for (int i = 0; i < c->attrs->reduce.dims.n; i++) n *= c->in_shape[0].v[c->attrs->reduce.dims.v[i]];
     return n;
 }
 
@@ -34,7 +34,7 @@ static kn_tensor *nonzero_or_one(kn_tensor *t) {
 
 /* How many elements of each reduced slice hit is true for, at least 1 (a divisor). */
 static kn_tensor *hit_count(const kn_grad_ctx *c, kn_tensor *hit) {
-    kn_tensor *n = kn_sum(hit, c->attrs->s[0], true);
+    kn_tensor *n = kn_sum(hit, c->attrs->reduce.dims, true);
     return kn_maximum(n, scalar_as(n, 1));
 }
 
@@ -56,7 +56,7 @@ kn_status kn_grad_mean(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor *
  * of a slice gets the product itself; with two or more zeros every element gets zero. */
 kn_status kn_grad_prod(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
     kn_tensor *x = c->in[0], *zero = scalar_as(x, 0);
-    const kn_shape dims = c->attrs->s[0];
+    const kn_shape dims = c->attrs->reduce.dims;
     kn_tensor *is_zero = kn_eq(x, zero);
     kn_tensor *zeros = kn_sum(is_zero, dims, true);
     kn_tensor *safe = kn_where(is_zero, scalar_as(x, 1), x);
@@ -87,13 +87,13 @@ kn_status kn_grad_min(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **
 
 /* max_dim, min_dim: all of it to the element whose index the forward returned. */
 static kn_status extreme_dim(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    if (c->attrs->s[0].n == 0) { /* a 0-d input is its own extreme */
+    if (c->attrs->reduce.dims.n == 0) { /* a 0-d input is its own extreme */
         gin[0] = gout[0];
         return done(gin);
     }
     kn_tensor *g = unreduce(c, gout[0]);
     kn_tensor *base = g ? kn_full_on(c->in_shape[0], 0, kn_dtype_of(g), kn_device_of(g)) : NULL;
-    gin[0] = kn_scatter(base, c->attrs->s[0].v[0], unreduce(c, c->out[1]), g);
+    gin[0] = kn_scatter(base, c->attrs->reduce.dims.v[0], unreduce(c, c->out[1]), g);
     return done(gin);
 }
 kn_status kn_grad_max_dim(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
@@ -105,8 +105,9 @@ kn_status kn_grad_min_dim(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tenso
 
 /* var: 2 (x - mean) / max(0, N - correction), times g. */
 static kn_tensor *var_backward(const kn_grad_ctx *c, kn_tensor *g_kept) {
-    double divisor = fmax(0.0, (double)reduced_count(c) - c->attrs->f[0]);
-    kn_tensor *centered = kn_sub(c->in[0], kn_mean(c->in[0], c->attrs->s[0], true));
+    double correction = c->op == KN_OP_std ? c->attrs->std.correction : c->attrs->var.correction;
+    double divisor = fmax(0.0, (double)reduced_count(c) - correction);
+    kn_tensor *centered = kn_sub(c->in[0], kn_mean(c->in[0], c->attrs->reduce.dims, true));
     return kn_mul(centered, kn_mul_scalar(g_kept, 2.0 / divisor));
 }
 
@@ -129,7 +130,7 @@ kn_status kn_grad_std(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **
  * sign(x) |x|^(p-1) g / norm^(p-1) (x g / norm for p = 2), zero where the norm is 0 and,
  * for p < 1, where x is 0. */
 kn_status kn_grad_norm(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    double p = c->attrs->f[0];
+    double p = c->attrs->norm.p;
     if (p == 0) return KN_OK;
     kn_tensor *x = c->in[0], *g = unreduce(c, gout[0]);
     if (p == 1) {

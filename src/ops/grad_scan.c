@@ -1,4 +1,4 @@
-/* Gradients of the scans along one dim (attrs.s[0]: the dim, empty for a 0-d input). */
+/* Gradients of the scans along one dim (reduce.dims: the dim, empty for a 0-d input). */
 #include "kiln/ops.h"
 #include "ops/grad.h"
 #include "ops/ops_internal.h"
@@ -18,7 +18,7 @@ static kn_tensor *scalar_as(kn_tensor *t, double v) {
 }
 
 kn_status kn_grad_cumsum(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    gin[0] = c->attrs->s[0].n ? reverse_cumsum(gout[0], c->attrs->s[0].v[0]) : gout[0];
+    gin[0] = c->attrs->reduce.dims.n ? reverse_cumsum(gout[0], c->attrs->reduce.dims.v[0]) : gout[0];
     return gin[0] ? KN_OK : kn_last_status();
 }
 
@@ -27,11 +27,11 @@ kn_status kn_grad_cumsum(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor
  * others, the cumprod with x_k set to 1; past it every y_j holds that zero, so the gradient
  * is 0. Exact with zeros, as PyTorch's. */
 kn_status kn_grad_cumprod(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    if (c->attrs->s[0].n == 0) { /* y = x */
+    if (c->attrs->reduce.dims.n == 0) { /* y = x */
         gin[0] = gout[0];
         return KN_OK;
     }
-    int64_t d = c->attrs->s[0].v[0];
+    int64_t d = c->attrs->reduce.dims.v[0];
     kn_tensor *x = c->in[0], *g = gout[0], *zero = scalar_as(x, 0), *one = scalar_as(x, 1);
     kn_tensor *is_zero = kn_eq(x, zero);
     kn_tensor *zeros_so_far = kn_cumsum(is_zero, d);

@@ -23,7 +23,7 @@ kn_status kn_grad_relu(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor *
 }
 
 kn_status kn_grad_clamp(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    DONE(kn_clamp_backward(gout[0], c->in[0], c->attrs->f[0], c->attrs->f[1]));
+    DONE(kn_clamp_backward(gout[0], c->in[0], c->attrs->clamp.a, c->attrs->clamp.b));
 }
 
 kn_status kn_grad_exp(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
@@ -79,7 +79,7 @@ kn_status kn_grad_sigmoid(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tenso
 }
 
 kn_status kn_grad_leaky_relu(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    DONE(kn_leaky_relu_backward(gout[0], c->in[0], c->attrs->f[0]));
+    DONE(kn_leaky_relu_backward(gout[0], c->in[0], c->attrs->leaky_relu.a));
 }
 
 kn_status kn_grad_gelu(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
@@ -95,7 +95,7 @@ kn_status kn_grad_silu(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor *
 }
 
 kn_status kn_grad_softplus(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {
-    DONE(kn_softplus_backward(gout[0], c->in[0], c->attrs->f[0], c->attrs->f[1]));
+    DONE(kn_softplus_backward(gout[0], c->in[0], c->attrs->softplus.a, c->attrs->softplus.b));
 }
 
 kn_status kn_grad_erf(const kn_grad_ctx *c, kn_tensor *const *gout, kn_tensor **gin) {

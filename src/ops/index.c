@@ -31,7 +31,7 @@ kn_tensor *kn_index_select(kn_tensor *x, int64_t dim, kn_tensor *index) {
     int64_t d;
     if (!kn_op_dim(&c, dim, x->ndim, &d) || !kn_index_dtype_ok(&c, index, "index")) return NULL;
     if (index->ndim > 1) return kn_op_fail(&c, KN_ERR_SHAPE, "index must be 0-d or 1-d, not %d-d", index->ndim);
-    c.node->attrs.i[0] = d;
+    KN_ATTRS(c.node, index_select)->dim = d;
     kn_shape s = kn_shape_of(x);
     if (s.n) s.v[d] = kn_numel(index);
     if (!kn_op_output(&c, x->dtype, s.v, s.n)) return NULL;
@@ -62,7 +62,7 @@ kn_tensor *kn_embedding_backward(kn_tensor *grad, kn_tensor *indices, int64_t nu
     if (!fits) return kn_op_fail(&c, KN_ERR_SHAPE, "grad must be [indices' shape..., D]");
     if (!kn_index_set_input(&c, 0, kn_contiguous(grad)) || !kn_index_set_input(&c, 1, kn_contiguous(indices)))
         return NULL;
-    c.node->attrs.i[0] = num_weights;
+    KN_ATTRS(c.node, embedding_backward)->num_weights = num_weights;
     int64_t shape[2] = {num_weights, grad->shape[grad->ndim - 1]};
     if (!kn_op_output(&c, grad->dtype == KN_F64 ? KN_F64 : KN_F32, shape, 2)) return NULL;
     return kn_op_run(&c);
@@ -78,7 +78,7 @@ kn_tensor *kn_gather(kn_tensor *x, int64_t dim, kn_tensor *index) {
         if (k != d && index->shape[k] > x->shape[k])
             return kn_op_fail(&c, KN_ERR_SHAPE, "index size %lld exceeds x's %lld in dim %d",
                               (long long)index->shape[k], (long long)x->shape[k], k);
-    c.node->attrs.i[0] = d;
+    KN_ATTRS(c.node, gather)->dim = d;
     if (!kn_op_output(&c, x->dtype, index->shape, index->ndim)) return NULL;
     return kn_op_run(&c);
 }
@@ -99,7 +99,6 @@ static bool scatter_begin(kn_opctx *c, kn_op_id op, kn_tensor *x, int64_t dim, k
             return kn_op_fail(c, KN_ERR_SHAPE, "index size %lld exceeds src's %lld in dim %d",
                               (long long)index->shape[k], (long long)src->shape[k], k) != NULL;
     }
-    c->node->attrs.i[0] = *d;
     return true;
 }
 
@@ -111,6 +110,7 @@ kn_tensor *kn_scatter(kn_tensor *x, int64_t dim, kn_tensor *index, kn_tensor *sr
         return NULL;
     }
     if (!scatter_begin(&c, KN_OP_scatter, x, dim, index, src, &d)) return NULL;
+    KN_ATTRS(c.node, scatter)->dim = d;
     if (src->dtype != x->dtype && !kn_index_set_input(&c, 2, kn_cast(src, x->dtype))) return NULL;
     if (!kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
     return kn_op_run(&c);
@@ -120,7 +120,7 @@ kn_tensor *kn_scatter_value(kn_tensor *x, int64_t dim, kn_tensor *index, double 
     kn_opctx c;
     int64_t d;
     if (!scatter_begin(&c, KN_OP_scatter_value, x, dim, index, NULL, &d)) return NULL;
-    c.node->attrs.f[0] = value;
+    *KN_ATTRS(c.node, scatter_value) = (kn_attrs_scatter_value){.dim = d, .value = value};
     if (!kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
     return kn_op_run(&c);
 }
@@ -142,8 +142,7 @@ kn_tensor *kn_scatter_reduce(kn_tensor *x, int64_t dim, kn_tensor *index, kn_ten
     if (!scatter_begin(&c, KN_OP_scatter_reduce, x, dim, index, src, &d)) return NULL;
     if ((int)op < KN_SCATTER_SUM || op > KN_SCATTER_AMIN)
         return kn_op_fail(&c, KN_ERR_ARG, "unknown reduction %d", (int)op);
-    c.node->attrs.i[1] = op;
-    c.node->attrs.i[2] = include_self;
+    *KN_ATTRS(c.node, scatter_reduce) = (kn_attrs_scatter_reduce){.dim = d, .reduce = op, .include_self = include_self};
     if (!src_to_acc(&c, x, src) || !kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
     return kn_op_run(&c);
 }
@@ -156,8 +155,7 @@ kn_tensor *kn_scatter_add(kn_tensor *x, int64_t dim, kn_tensor *index, kn_tensor
         return NULL;
     }
     if (!scatter_begin(&c, KN_OP_scatter_add, x, dim, index, src, &d)) return NULL;
-    c.node->attrs.i[1] = KN_SCATTER_SUM;
-    c.node->attrs.i[2] = 1;
+    *KN_ATTRS(c.node, scatter_add) = (kn_attrs_scatter_add){.dim = d, .reduce = KN_SCATTER_SUM, .include_self = true};
     if (!src_to_acc(&c, x, src) || !kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
     return kn_op_run(&c);
 }
@@ -172,10 +170,8 @@ kn_tensor *kn_index_add(kn_tensor *x, int64_t dim, kn_tensor *index, kn_tensor *
     for (int k = 0; fits && k < x->ndim; k++) fits = k == d || src->shape[k] == x->shape[k];
     if (!fits) return kn_op_fail(&c, KN_ERR_SHAPE, "src must be x's shape with dim %lld of size %lld", (long long)d,
                                  (long long)kn_numel(index));
-    c.node->attrs.i[0] = d;
-    c.node->attrs.i[1] = KN_SCATTER_SUM;
-    c.node->attrs.i[2] = 1;
-    c.node->attrs.f[0] = alpha;
+    *KN_ATTRS(c.node, index_add) =
+        (kn_attrs_index_add){.dim = d, .reduce = KN_SCATTER_SUM, .include_self = true, .alpha = alpha};
     if (!src_to_acc(&c, x, src) || !kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
     return kn_op_run(&c);
 }

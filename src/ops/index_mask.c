@@ -3,6 +3,7 @@
 #include "core/runtime_impl.h"
 #include "kiln/ops.h"
 #include "ops/index_common.h"
+#include "ops/ops_internal.h"
 
 kn_tensor *kn_index_put(kn_tensor *x, kn_tensor *const *indices, int n, kn_tensor *values, bool accumulate) {
     if (!x || !values || !indices) {
@@ -47,8 +48,7 @@ kn_tensor *kn_index_put(kn_tensor *x, kn_tensor *const *indices, int n, kn_tenso
     }
     kn_scope_pop();
     if (!ok) return NULL;
-    c.node->attrs.i[0] = n;
-    c.node->attrs.i[1] = accumulate;
+    *KN_ATTRS(c.node, index_put) = (kn_attrs_index_put){.n = n, .accumulate = accumulate};
     if (!kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
     return kn_op_run(&c);
 }
@@ -61,7 +61,7 @@ kn_tensor *kn_masked_fill(kn_tensor *x, kn_tensor *mask, double value) {
     if (!kn_broadcast_shapes("masked_fill", kn_shape_of(mask), kn_shape_of(x), &s) || s.n != x->ndim)
         return kn_op_fail(&c, KN_ERR_SHAPE, "mask does not broadcast to x");
     if (!kn_index_set_input(&c, 1, kn_expand(mask, kn_shape_of(x)))) return NULL;
-    c.node->attrs.f[0] = value;
+    KN_ATTRS(c.node, masked_fill)->value = value;
     if (!kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
     return kn_op_run(&c);
 }
@@ -91,12 +91,9 @@ kn_tensor *kn_nonzero(kn_tensor *x) {
 
 kn_tensor *kn_embedding_bag(kn_tensor *weight, kn_tensor *indices, kn_tensor *offsets, kn_bag_mode mode,
                             kn_tensor *per_sample_weights, bool include_last_offset) {
-    kn_tensor *in[4] = {weight, indices};
-    int n_in = 2;
-    if (offsets) in[n_in++] = offsets;
-    if (per_sample_weights) in[n_in++] = per_sample_weights;
     kn_opctx c;
-    if (!kn_op_begin(&c, KN_OP_embedding_bag, n_in, in)) return NULL;
+    if (!kn_op_begin_slots(&c, KN_OP_embedding_bag, 4, (kn_tensor *[]){weight, indices, offsets, per_sample_weights}))
+        return NULL;
     if (!kn_dtype_is_float(weight->dtype)) return kn_op_fail(&c, KN_ERR_DTYPE, "weight must be a float tensor");
     if (weight->ndim != 2) return kn_op_fail(&c, KN_ERR_SHAPE, "weight must be [V, D]");
     if (!kn_index_dtype_ok(&c, indices, "indices") || (offsets && !kn_index_dtype_ok(&c, offsets, "offsets")))
@@ -120,11 +117,8 @@ kn_tensor *kn_embedding_bag(kn_tensor *weight, kn_tensor *indices, kn_tensor *of
         for (int d = 0; same && d < a.n; d++) same = a.v[d] == b.v[d];
         if (!same) return kn_op_fail(&c, KN_ERR_SHAPE, "per_sample_weights must have indices' shape");
     }
-    c.node->attrs.i[0] = mode;
-    c.node->attrs.i[1] = include_last_offset;
-    c.node->attrs.i[2] = offsets != NULL;
-    c.node->attrs.i[3] = length;
-    c.node->attrs.i[4] = per_sample_weights != NULL;
+    *KN_ATTRS(c.node, embedding_bag) =
+        (kn_attrs_embedding_bag){.mode = mode, .include_last_offset = include_last_offset, .length = length};
     int k = 2;
     if (!kn_index_set_input(&c, 0, kn_contiguous(weight)) || !kn_index_set_input(&c, 1, kn_contiguous(indices)) ||
         (offsets && !kn_index_set_input(&c, k++, kn_contiguous(offsets))) ||
@@ -150,9 +144,7 @@ static kn_status sort_k(const char *name, kn_tensor *x, int64_t k, int64_t dim, 
         return kn_last_status();
     }
     if (!kn_index_set_input(&c, 0, kn_contiguous(x))) return kn_last_status();
-    c.node->attrs.i[0] = d;
-    c.node->attrs.i[1] = descending;
-    c.node->attrs.i[2] = k;
+    *KN_ATTRS(c.node, sort) = (kn_attrs_sort){.dim = d, .descending = descending, .k = k};
     kn_shape s = kn_shape_of(x);
     if (s.n) s.v[d] = k;
     if (!kn_op_output(&c, x->dtype, s.v, s.n) || !kn_op_output(&c, KN_I64, s.v, s.n)) return kn_last_status();
@@ -196,8 +188,7 @@ kn_tensor *kn_multinomial(kn_tensor *probs, int64_t num_samples, bool replacemen
     bool ok = kn_index_set_input(&c, 0, kn_keep(p2));
     kn_scope_pop();
     if (!ok) return NULL;
-    c.node->attrs.i[0] = num_samples;
-    c.node->attrs.i[1] = replacement;
+    *KN_ATTRS(c.node, multinomial) = (kn_attrs_multinomial){.num_samples = num_samples, .replacement = replacement};
     kn_rng_reserve((uint64_t)(N * num_samples), &c.node->rng_seed, &c.node->rng_offset);
     int64_t shape[2] = {N, num_samples};
     if (!kn_op_output(&c, KN_I64, shape + (probs->ndim == 1), probs->ndim)) return NULL;

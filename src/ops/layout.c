@@ -82,7 +82,7 @@ kn_tensor *kn_cat(kn_tensor *const *tensors, int n, int64_t dim) {
         kn_op_set_input(&c, k, cast);
         kn_release(cast);
     }
-    c.node->attrs.i[0] = d;
+    KN_ATTRS(c.node, cat)->dim = d;
     if (!kn_op_output(&c, dtype, shape, r->ndim)) return NULL;
     return kn_op_run(&c);
 }

@@ -13,10 +13,11 @@ enum { REMAP_CIRCULAR = 3 };
 /* Finishes a begun pad/roll/repeat node: out_shape, per-dim `before` shifts, mode, fill value. */
 static kn_tensor *run_remap(kn_opctx *c, const int64_t *out_shape, const int64_t *before, int mode, double value) {
     kn_tensor *x = c->node->in[0];
-    c->node->attrs.i[0] = mode;
-    c->node->attrs.f[0] = value;
-    c->node->attrs.s[0].n = x->ndim;
-    for (int d = 0; d < x->ndim; d++) c->node->attrs.s[0].v[d] = before[d];
+    kn_attrs_pad *a = KN_ATTRS(c->node, pad); /* roll's and repeat's are pad's (op_table.c) */
+    a->mode = mode;
+    a->value = value;
+    a->before.n = x->ndim;
+    for (int d = 0; d < x->ndim; d++) a->before.v[d] = before[d];
     if (!kn_op_output(c, x->dtype, out_shape, x->ndim)) return NULL;
     return kn_op_run(c);
 }
@@ -164,7 +165,8 @@ static kn_tensor *triangle(kn_op_id op, kn_tensor *x, int64_t diagonal) {
     kn_opctx c;
     if (!kn_op_begin(&c, op, 1, &x)) return NULL;
     if (x->ndim < 2) return kn_op_fail(&c, KN_ERR_SHAPE, "needs at least 2 dims, not %d", x->ndim);
-    c.node->attrs.i[0] = diagonal;
+    if (op == KN_OP_tril) KN_ATTRS(c.node, tril)->diagonal = diagonal;
+    else KN_ATTRS(c.node, triu)->diagonal = diagonal;
     if (!kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
     return kn_op_run(&c);
 }
@@ -179,6 +181,6 @@ kn_tensor *kn_one_hot(kn_tensor *indices, int64_t num_classes) {
         return kn_op_fail(&c, KN_ERR_ARG, "num_classes %lld is negative (-1 infers it)", (long long)num_classes);
     if (indices->ndim == KN_MAX_DIMS)
         return kn_op_fail(&c, KN_ERR_SHAPE, "the result would have more than %d dims", KN_MAX_DIMS);
-    c.node->attrs.i[0] = num_classes;
+    KN_ATTRS(c.node, one_hot)->classes = num_classes;
     return kn_op_run(&c);
 }

@@ -32,9 +32,8 @@ static bool check_reduction(kn_opctx *c, kn_reduction r) {
 /* cross_entropy and nll_loss: scores [N, C, d...] (or [C]) are handed over as [N, d..., C]. */
 static kn_tensor *class_loss(kn_op_id op, kn_tensor *scores, kn_tensor *target, kn_ce_opts o) {
     bool nll = op == KN_OP_nll_loss;
-    kn_tensor *in[3] = {scores, target, o.weight};
     kn_opctx c;
-    if (!kn_op_begin(&c, op, o.weight ? 3 : 2, in)) return NULL;
+    if (!kn_op_begin_slots(&c, op, 3, (kn_tensor *[]){scores, target, o.weight})) return NULL;
     if (!check_reduction(&c, o.reduction)) return NULL;
     if (!kn_dtype_is_float(scores->dtype))
         return kn_op_fail(&c, KN_ERR_DTYPE, "input must be a float tensor, not %s", kn_dtype_name(scores->dtype));
@@ -77,11 +76,9 @@ static kn_tensor *class_loss(kn_op_id op, kn_tensor *scores, kn_tensor *target, 
         kn_release(tmoved);
         if (!ok) return c.node ? kn_op_fail(&c, kn_last_status(), "%s", "could not move the class dim last") : NULL;
     }
-    c.node->attrs.i[0] = o.reduction;
-    c.node->attrs.i[1] = o.ignore_index;
-    c.node->attrs.i[2] = probs;
-    c.node->attrs.i[3] = o.weight != NULL;
-    c.node->attrs.f[0] = o.label_smoothing;
+    /* nll_loss's attributes are cross_entropy's (op_table.c) */
+    *KN_ATTRS(c.node, cross_entropy) = (kn_attrs_cross_entropy){
+        .reduction = o.reduction, .ignore_index = o.ignore_index, .probs = probs, .label_smoothing = o.label_smoothing};
     bool none = o.reduction == KN_REDUCTION_NONE;
     if (!kn_op_output(&c, scores->dtype, pos.v, none ? pos.n : 0)) return NULL;
     return kn_op_run(&c);
@@ -98,12 +95,8 @@ kn_tensor *kn_nll_loss(kn_tensor *log_probs, kn_tensor *target, kn_ce_opts opts)
 /* The pointwise losses: in = {x, y, weight or NULL, pos_weight or NULL}. x and y broadcast
  * together; the weights must broadcast to their shape. */
 static kn_tensor *pointwise_loss(kn_op_id op, kn_tensor *const in[4], kn_reduction reduction, double beta) {
-    kn_tensor *present[4];
-    int n_in = 0;
-    for (int i = 0; i < 4; i++)
-        if (i < 2 || in[i]) present[n_in++] = in[i];
     kn_opctx c;
-    if (!kn_op_begin(&c, op, n_in, present)) return NULL;
+    if (!kn_op_begin_slots(&c, op, kn_op_input_slots(op), in)) return NULL;
     if (!check_reduction(&c, reduction)) return NULL;
     if (!(beta >= 0)) return kn_op_fail(&c, KN_ERR_ARG, "beta %g must be >= 0", beta);
     kn_shape shape;
@@ -112,16 +105,15 @@ static kn_tensor *pointwise_loss(kn_op_id op, kn_tensor *const in[4], kn_reducti
         snprintf(msg, sizeof msg, "%s", kn_last_error());
         return kn_op_fail(&c, KN_ERR_SHAPE, "input and target do not broadcast (%s)", msg);
     }
-    kn_dtype dt = present[0]->dtype;
-    for (int i = 1; i < n_in; i++) dt = kn_promote_types(dt, present[i]->dtype);
+    kn_dtype dt = in[0]->dtype;
+    for (int i = 1; i < 4; i++)
+        if (in[i]) dt = kn_promote_types(dt, in[i]->dtype);
     static const char *const names[4] = {"input", "target", "weight", "pos_weight"};
     for (int i = 0, slot = 0; i < 4; i++)
         if (i < 2 || in[i])
             if (!kn_loss_set_input(&c, slot++, in[i], dt, &shape, names[i])) return NULL;
-    c.node->attrs.i[0] = reduction;
-    c.node->attrs.i[1] = in[2] != NULL;
-    c.node->attrs.i[2] = in[3] != NULL;
-    c.node->attrs.f[0] = beta;
+    KN_ATTRS(c.node, mse_loss)->reduction = reduction; /* every pointwise loss's (op_table.c) */
+    if (op == KN_OP_smooth_l1_loss) KN_ATTRS(c.node, smooth_l1_loss)->beta = beta;
     if (!kn_op_output(&c, dt, shape.v, reduction == KN_REDUCTION_NONE ? shape.n : 0)) return NULL;
     return kn_op_run(&c);
 }
@@ -155,7 +147,7 @@ kn_tensor *kn_dropout(kn_tensor *x, double p, bool training) {
         kn_node_free(c.node);
         return kn_scope_adopt(kn_retain(x));
     }
-    c.node->attrs.f[0] = p;
+    KN_ATTRS(c.node, dropout)->p = p;
     if (!kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
     kn_rng_reserve(((uint64_t)kn_numel(x) + 3) / 4, &c.node->rng_seed, &c.node->rng_offset);
     return kn_op_run(&c);

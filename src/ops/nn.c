@@ -1,16 +1,9 @@
 /* Shared argument handling of the nn ops (normalization, convolution, pooling). */
 #include "ops/nn_common.h"
+#include "ops/ops_internal.h"
 
-bool kn_nn_begin(kn_opctx *c, kn_op_id op, kn_tensor *x, kn_tensor *const *opt, const int *slot_attr, int n_opt) {
-    kn_tensor *in[KN_NODE_MAX_IN] = {x};
-    int n_in = 1, slots[KN_NODE_MAX_IN];
-    for (int k = 0; k < n_opt; k++) {
-        slots[k] = opt[k] ? n_in : -1;
-        if (opt[k]) in[n_in++] = opt[k];
-    }
-    if (!kn_op_begin(c, op, n_in, in)) return false;
-    for (int k = 0; k < n_opt; k++) c->node->attrs.i[slot_attr[k]] = slots[k];
-    return kn_nn_prepare_input(c, 0, x->dtype);
+bool kn_nn_begin(kn_opctx *c, kn_op_id op, int n_slots, kn_tensor *const *slots) {
+    return kn_op_begin_slots(c, op, n_slots, slots) && kn_nn_prepare_input(c, 0, slots[0]->dtype);
 }
 
 bool kn_nn_prepare_input(kn_opctx *c, int i, kn_dtype dtype) {

@@ -5,9 +5,9 @@
 #include "exec/dispatch.h"
 #include "kiln/ops.h"
 
-/* Starts recording op on x and the non-NULL tensors of opt[0..n_opt-1]; slot_attr[k] gets
- * the input index of opt[k] (or -1). x becomes contiguous. */
-bool kn_nn_begin(kn_opctx *c, kn_op_id op, kn_tensor *x, kn_tensor *const *opt, const int *slot_attr, int n_opt);
+/* Starts recording op on its declared input slots (x first; optional ones may be NULL, see
+ * kn_op_begin_slots). x becomes contiguous. */
+bool kn_nn_begin(kn_opctx *c, kn_op_id op, int n_slots, kn_tensor *const *slots);
 /* opt must be 1-d of size n (named `what`), else fails the op. NULL passes. */
 bool kn_nn_check_vector(kn_opctx *c, const kn_tensor *t, int64_t n, const char *what);
 /* Replaces input i with a contiguous copy of it in dtype (no copy when it already is). */

@@ -10,8 +10,7 @@ static kn_tensor *conv_any(kn_tensor *x, kn_tensor *w, kn_tensor *bias, kn_conv_
         kn_error_null_input(transposed ? "conv_transpose2d" : "conv2d", 1);
         return NULL;
     }
-    if (!kn_nn_begin(&c, transposed ? KN_OP_conv_transpose2d : KN_OP_conv2d, x, (kn_tensor *[]){w, bias},
-                     (const int[]){12, 11}, 2))
+    if (!kn_nn_begin(&c, transposed ? KN_OP_conv_transpose2d : KN_OP_conv2d, 3, (kn_tensor *[]){x, w, bias}))
         return NULL;
     if (x->ndim != 4 || w->ndim != 4) return kn_op_fail(&c, KN_ERR_SHAPE, "x and weight must be 4-d");
     int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3], g = o.groups;
@@ -45,9 +44,9 @@ static kn_tensor *conv_any(kn_tensor *x, kn_tensor *w, kn_tensor *bias, kn_conv_
         return kn_op_fail(&c, KN_ERR_SHAPE, "output size %lld x %lld is not positive", (long long)OH, (long long)OW);
     if (!kn_nn_check_vector(&c, bias, Cout, "bias")) return NULL;
     if (!kn_nn_prepare_input(&c, 1, x->dtype)) return NULL;
-    int64_t *a = c.node->attrs.i;
-    for (int d = 0; d < 2; d++) a[d] = o.stride[d], a[2 + d] = o.padding[d], a[4 + d] = o.dilation[d];
-    a[6] = g;
+    kn_attrs_conv2d *a = KN_ATTRS(c.node, conv2d); /* conv_transpose2d's are conv2d's (op_table.c) */
+    for (int d = 0; d < 2; d++) a->stride[d] = o.stride[d], a->padding[d] = o.padding[d], a->dilation[d] = o.dilation[d];
+    a->groups = g;
     if (!kn_op_output(&c, x->dtype, (int64_t[]){N, Cout, OH, OW}, 4)) return NULL;
     return kn_op_run(&c);
 }

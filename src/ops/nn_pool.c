@@ -3,7 +3,7 @@
 #include "ops/nn_common.h"
 
 static bool begin_planes(kn_opctx *c, kn_op_id op, kn_tensor *x) {
-    if (!kn_nn_begin(c, op, x, NULL, NULL, 0)) return false;
+    if (!kn_nn_begin(c, op, 1, &x)) return false;
     if (x->ndim != 3 && x->ndim != 4) return kn_op_fail(c, KN_ERR_SHAPE, "x must be [C, H, W] or [N, C, H, W]") != NULL;
     return true;
 }
@@ -34,7 +34,8 @@ static kn_status pool_any(kn_op_id op, kn_tensor *x, kn_pool_opts o, kn_tensor *
         kn_op_fail(&c, KN_ERR_ARG, "avg_pool2d has no dilation");
         return kn_last_status();
     }
-    int64_t out[2], *a = c.node->attrs.i;
+    int64_t out[2];
+    kn_attrs_max_pool2d *a = KN_ATTRS(c.node, max_pool2d); /* avg_pool2d's are max_pool2d's (op_table.c) */
     for (int d = 0; d < 2; d++) {
         int64_t k = o.kernel[d], s = o.stride[d] ? o.stride[d] : k, p = o.padding[d], dl = o.dilation[d] ? o.dilation[d] : 1;
         if (k <= 0 || s <= 0 || dl <= 0 || p < 0) {
@@ -50,9 +51,9 @@ static kn_status pool_any(kn_op_id op, kn_tensor *x, kn_pool_opts o, kn_tensor *
             kn_op_fail(&c, KN_ERR_SHAPE, "output size %lld along dim %d is not positive", (long long)out[d], x->ndim - 2 + d);
             return kn_last_status();
         }
-        a[d] = k, a[2 + d] = s, a[4 + d] = p, a[6 + d] = dl;
+        a->kernel[d] = k, a->stride[d] = s, a->padding[d] = p, a->dilation[d] = dl;
     }
-    a[8] = o.exclude_pad;
+    a->exclude_pad = o.exclude_pad;
     return finish_planes(&c, x, out[0], out[1], outs, is_max);
 }
 
@@ -81,7 +82,7 @@ static kn_tensor *resize_any(kn_op_id op, kn_tensor *x, int64_t oh, int64_t ow, 
     if (!begin_planes(&c, op, x)) return NULL;
     if (oh <= 0 || ow <= 0)
         return kn_op_fail(&c, KN_ERR_SHAPE, "output size %lld x %lld is not positive", (long long)oh, (long long)ow);
-    c.node->attrs.i[0] = attr;
+    if (op == KN_OP_upsample_bilinear2d) KN_ATTRS(c.node, upsample_bilinear2d)->align_corners = attr;
     kn_tensor *outs[1] = {0};
     finish_planes(&c, x, oh, ow, outs, false);
     return outs[0];

@@ -2,6 +2,7 @@
 #ifndef KILN_OPS_OPS_INTERNAL_H
 #define KILN_OPS_OPS_INTERNAL_H
 
+#include "exec/dispatch.h"
 #include "kiln/tensor.h"
 #include "ops/op_table.h"
 
@@ -20,5 +21,9 @@ kn_dtype kn_result_dtype(kn_tensor *const *in, int n);
 /* Elementwise op `op` of the table over n_in (at most 3) inputs, promoted and broadcast, with
  * attributes a and b (ops/elementwise.c). */
 kn_tensor *kn_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, double a, double b);
+
+/* kn_op_begin over the op's declared input slots in order, where an optional input may be
+ * NULL: the node holds the given ones packed and marks the rest absent (KN_INPUT reads them). */
+bool kn_op_begin_slots(kn_opctx *c, kn_op_id op, int n_slots, kn_tensor *const *slots);
 
 #endif

@@ -5,6 +5,7 @@
 #include "exec/dispatch.h"
 #include "kiln/autograd.h"
 #include "kiln/optim.h"
+#include "ops/ops_internal.h"
 #include "ops/optim_check.h"
 
 /* Writes "what is v; it must be rule" into buf and returns true when ok is false. */
@@ -80,14 +81,15 @@ kn_status kn_adamw_update(kn_tensor *param, kn_tensor *grad, kn_tensor *exp_avg,
         !check_operand(&c, 2, "exp_avg_sq", md, true) || !check_operand(&c, 3, "grad", pd, false))
         return kn_last_status();
     /* torch.optim.AdamW's scalars, in double as Python computes them */
-    double *f = c.node->attrs.f;
-    f[0] = 1 - lr * weight_decay;
-    f[1] = 1 - beta1;
-    f[2] = beta2;
-    f[3] = 1 - beta2;
-    f[4] = lr / (1 - pow(beta1, (double)step));
-    f[5] = sqrt(1 - pow(beta2, (double)step));
-    f[6] = eps;
+    *KN_ATTRS(c.node, adamw_update) = (kn_attrs_adamw_update){
+        .decay = 1 - lr * weight_decay,
+        .beta1_weight = 1 - beta1,
+        .beta2 = beta2,
+        .one_minus_beta2 = 1 - beta2,
+        .step_size = lr / (1 - pow(beta1, (double)step)),
+        .bias_correction2_sqrt = sqrt(1 - pow(beta2, (double)step)),
+        .eps = eps,
+    };
     return run_in_place(&c, (const int[]){0, 1, 2}, 3);
 }
 
@@ -99,6 +101,7 @@ kn_status kn_sgd_update(kn_tensor *param, kn_tensor *grad, kn_tensor *momentum_b
         kn_error(KN_ERR_ARG, "sgd_update: a momentum_buffer was given but momentum is 0");
         return kn_last_status();
     }
+    /* the buffer is required when momentum is not 0 (kn_op_begin refuses a NULL input) */
     if (!kn_op_begin(&c, KN_OP_sgd_update, has_buf ? 3 : 2, (kn_tensor *[]){param, grad, momentum_buffer}))
         return kn_last_status();
     char why[160];
@@ -107,8 +110,9 @@ kn_status kn_sgd_update(kn_tensor *param, kn_tensor *grad, kn_tensor *momentum_b
     if (!check_operand(&c, 0, "param", param->dtype, true) || !check_operand(&c, 1, "grad", param->dtype, false) ||
         (has_buf && !check_operand(&c, 2, "momentum_buffer", param->dtype, true)))
         return kn_last_status();
-    double *f = c.node->attrs.f;
-    f[0] = lr, f[1] = momentum, f[2] = dampening, f[3] = weight_decay;
-    c.node->attrs.i[0] = nesterov, c.node->attrs.i[1] = first_step, c.node->attrs.i[2] = has_buf;
+    if (!has_buf) c.node->attrs.absent = 1u << KN_SLOT(sgd_update, momentum_buffer);
+    *KN_ATTRS(c.node, sgd_update) = (kn_attrs_sgd_update){.lr = lr, .momentum = momentum, .dampening = dampening,
+                                                           .weight_decay = weight_decay, .nesterov = nesterov,
+                                                           .first_step = first_step};
     return run_in_place(&c, (const int[]){0, 2}, has_buf ? 2 : 1);
 }

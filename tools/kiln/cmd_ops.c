@@ -1,4 +1,4 @@
-/* `kiln ops`: the coverage table, read from the op table itself. */
+/* `kiln ops`: the coverage table and each op's signature, read from the op table itself. */
 #include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +6,30 @@
 
 #include "commands.h"
 #include "kiln/kiln.h"
+
+/* The op's signature text (its longest is well under this). */
+static const char *signature_of(int op, char *buf, size_t size) {
+    kn_op_signature(op, buf, size);
+    return buf;
+}
+
+/* "inputs": [{name, optional, variadic}], "attributes": [{name, type}]. */
+static void add_params(cJSON *op, int index) {
+    cJSON *inputs = cJSON_AddArrayToObject(op, "inputs"), *attrs = cJSON_AddArrayToObject(op, "attributes");
+    for (int k = 0; k < kn_op_param_count(index); k++) {
+        kn_op_param_info p;
+        kn_op_get_param(index, k, &p);
+        cJSON *item = cJSON_CreateObject();
+        cJSON_AddStringToObject(item, "name", p.name);
+        if (p.input) {
+            cJSON_AddBoolToObject(item, "optional", p.optional);
+            cJSON_AddBoolToObject(item, "variadic", p.variadic);
+        } else {
+            cJSON_AddStringToObject(item, "type", p.type);
+        }
+        cJSON_AddItemToArray(p.input ? inputs : attrs, item);
+    }
+}
 
 static int print_json(const kn_device_type *devices, int n_devices) {
     cJSON *root = cJSON_CreateObject(), *ops = cJSON_AddArrayToObject(root, "ops");
@@ -17,6 +41,9 @@ static int print_json(const kn_device_type *devices, int n_devices) {
         cJSON_AddStringToObject(op, "name", info.name);
         cJSON_AddStringToObject(op, "kind", info.kind);
         if (info.expr) cJSON_AddStringToObject(op, "expr", info.expr);
+        char sig[512];
+        cJSON_AddStringToObject(op, "signature", signature_of(i, sig, sizeof sig));
+        add_params(op, i);
         cJSON *backends = cJSON_AddObjectToObject(op, "kernels");
         for (int k = 0; k < n_devices; k++) {
             cJSON *list = cJSON_AddArrayToObject(backends, kn_device_type_name(devices[k]));
@@ -42,7 +69,7 @@ static int print_table(const kn_device_type *devices, int n_devices) {
     }
     printf("%-*s %-12s %-7s", width, "op", "kind", "device");
     for (int d = 0; d < KN_DTYPE_COUNT; d++) printf(" %-4s", kn_dtype_name(d));
-    printf("\n");
+    printf(" signature\n");
     int covered = 0, cells = 0;
     for (int i = 0; i < kn_op_count(); i++) {
         kn_op_info info;
@@ -55,18 +82,21 @@ static int print_table(const kn_device_type *devices, int n_devices) {
                 cells++;
                 covered += (mask & KN_DT(d)) != 0;
             }
-            printf("\n");
+            char sig[512];
+            printf("%s%s\n", k ? "" : " ", k ? "" : signature_of(i, sig, sizeof sig));
         }
     }
     printf("\n%d ops; %d of %d op x device x dtype cells have a kernel.\n"
-           "'via': accepted and computed in a promoted dtype (e.g. exp of i32 in f32).\n",
+           "'via': accepted and computed in a promoted dtype (e.g. exp of i32 in f32).\n"
+           "signature: inputs (? optional, ... any number); attributes after ';' with their types.\n",
            kn_op_count(), covered, cells);
     return 0;
 }
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln ops [--device D] [--json]\n"
-               "  the op table: each op, its kind, and the dtypes each backend has a kernel for\n\n"
+               "  the op table: each op, its kind, the dtypes each backend has a kernel for, and its\n"
+               "  signature (inputs and typed attributes)\n\n"
                "options:\n"
                "  --device D  only this backend: cpu, meta or cuda [default: cpu and meta]\n"
                "  --json      print JSON instead of the table [default: the table]\n");

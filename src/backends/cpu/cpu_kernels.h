@@ -65,11 +65,12 @@ static inline void kn_cpu_store_f64(void *base, kn_dtype d, int64_t i, double v)
  * first element and each operand's stride in elements (operand 0 is the output). It returns
  * nonzero to report a domain error. */
 #define KN_EW_MAX_OPERANDS (KN_NODE_MAX_IN + 1)
-typedef int (*kn_ew_inner_fn)(char *const *ptr, const int64_t *stride, int64_t n, const kn_attrs *attrs);
+/* ctx: the node's kn_attrs (kn_ew_run), or what the caller of kn_ew_run_operands passes. */
+typedef int (*kn_ew_inner_fn)(char *const *ptr, const int64_t *stride, int64_t n, const void *ctx);
 /* Returns nonzero if any run reported an error. */
 int kn_ew_run(kn_node *n, kn_ew_inner_fn fn);
 /* The same over explicit operands (operand 0 written). */
-int kn_ew_run_operands(kn_tensor *const *operands, int count, kn_ew_inner_fn fn, const kn_attrs *attrs);
+int kn_ew_run_operands(kn_tensor *const *operands, int count, kn_ew_inner_fn fn, const void *ctx);
 
 /* Copies src into dst (same shape, any dtypes and strides) on the calling thread. */
 kn_status kn_cpu_copy_into(kn_tensor *dst, kn_tensor *src);

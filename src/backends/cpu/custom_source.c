@@ -33,8 +33,8 @@ static bool form_of(kn_dtype d, dtype_form *f) {
 }
 
 /* The kernel's body after the prelude: the elementwise engine's inner-loop signature, a unit
- * stride loop the compiler vectorizes and a strided one. The attributes are read at their
- * offset in kn_attrs, which generated code does not declare. */
+ * stride loop the compiler vectorizes and a strided one. The call's f[0], f[1] are read as a,
+ * b at their offset in the node's kn_attrs, which generated code does not declare. */
 static char *generate(const char *expr, int n_in, const dtype_form *f) {
     static const char var[3] = {'x', 'y', 'z'};
     char ptrs[512] = "", unit[512] = "", strided[512] = "", all_unit[64] = "s[0] == 1";
@@ -71,7 +71,7 @@ static char *generate(const char *expr, int n_in, const dtype_form *f) {
                       "    }\n"
                       "    return bad;\n"
                       "}\n";
-    size_t off = offsetof(kn_attrs, f);
+    size_t off = offsetof(kn_attrs, custom.call.f);
 #define ARGS kn_jit_prelude, f->compute, off, f->storage, f->storage, ptrs, all_unit, unit, f->store, expr, strided, \
              f->store, expr
     int len = snprintf(NULL, 0, fmt, ARGS);

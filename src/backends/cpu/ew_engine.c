@@ -46,7 +46,7 @@ static void ew_prepare(ew_loop *L, kn_tensor *const *ops, int nop) {
     }
 }
 
-static int ew_chunk(const ew_loop *L, int64_t begin, int64_t end, kn_ew_inner_fn fn, const kn_attrs *attrs) {
+static int ew_chunk(const ew_loop *L, int64_t begin, int64_t end, kn_ew_inner_fn fn, const void *ctx) {
     int last = L->ndim - 1;
     int64_t idx[KN_MAX_DIMS];
     int64_t rem = begin;
@@ -66,7 +66,7 @@ static int ew_chunk(const ew_loop *L, int64_t begin, int64_t end, kn_ew_inner_fn
             for (int d = 0; d <= last; d++) off += idx[d] * L->stride[k][d];
             ptr[k] = L->base[k] + off * L->esize[k];
         }
-        bad |= fn(ptr, inner, len, attrs);
+        bad |= fn(ptr, inner, len, ctx);
         pos += len;
         idx[last] += len;
         for (int d = last; d > 0 && idx[d] == L->shape[d]; d--) {
@@ -77,12 +77,12 @@ static int ew_chunk(const ew_loop *L, int64_t begin, int64_t end, kn_ew_inner_fn
     return bad;
 }
 
-int kn_ew_run_operands(kn_tensor *const *ops, int nop, kn_ew_inner_fn fn, const kn_attrs *attrs) {
+int kn_ew_run_operands(kn_tensor *const *ops, int nop, kn_ew_inner_fn fn, const void *ctx) {
     ew_loop L;
     ew_prepare(&L, ops, nop);
     if (L.numel == 0) return 0;
     int threads = kn_cpu_threads_for(L.numel);
-    if (threads == 1) return ew_chunk(&L, 0, L.numel, fn, attrs);
+    if (threads == 1) return ew_chunk(&L, 0, L.numel, fn, ctx);
     int bad = 0;
 #pragma omp parallel num_threads(threads) reduction(| : bad)
     {
@@ -90,7 +90,7 @@ int kn_ew_run_operands(kn_tensor *const *ops, int nop, kn_ew_inner_fn fn, const 
         /* Chunks aligned to 16 elements keep vector loops whole and cache lines unshared. */
         int64_t per = ((L.numel + nt - 1) / nt + 15) & ~(int64_t)15;
         int64_t begin = per * t, end = begin + per < L.numel ? begin + per : L.numel;
-        if (begin < end) bad |= ew_chunk(&L, begin, end, fn, attrs);
+        if (begin < end) bad |= ew_chunk(&L, begin, end, fn, ctx);
     }
     return bad;
 }

@@ -134,7 +134,7 @@ kn_status kn_cpu_attn_operand(kn_tensor *t, kn_dtype compute, kn_tensor **scratc
 }
 
 kn_status kn_cpu_attention_kernel(kn_node *n) {
-    kn_tensor *q = n->in[0], *mask = n->attrs.i[1] ? n->in[3] : NULL;
+    kn_tensor *q = n->in[0], *mask = KN_INPUT(n, scaled_dot_product_attention, mask);
     kn_tensor *out = n->out[0];
     attn_problem P = kn_cpu_attn_problem(n);
     int64_t count = kn_numel(out);

@@ -15,16 +15,18 @@ typedef struct attn_problem {
     uint64_t seed, offset, threshold;
 } attn_problem;
 
-/* The problem of a forward or backward node (q, k, v its first inputs; attrs as loss.def). */
+/* The problem of a forward or backward node (q, k, v its first inputs; the backward's
+ * attributes begin as the forward's: op_table.c). */
 static inline attn_problem kn_cpu_attn_problem(const kn_node *n) {
     const kn_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    const kn_attrs_scaled_dot_product_attention *a = KN_ATTRS(n, scaled_dot_product_attention);
     int nd = q->ndim;
     attn_problem P = {.batch_dims = nd - 3, .batches = 1, .H = q->shape[nd - 3], .Hkv = k->shape[nd - 3],
                       .Tq = q->shape[nd - 2], .Tk = k->shape[nd - 2], .D = q->shape[nd - 1], .Dv = v->shape[nd - 1],
-                      .scale = n->attrs.f[0], .causal = n->attrs.i[0], .seed = n->rng_seed, .offset = n->rng_offset};
+                      .scale = a->scale, .causal = a->causal, .seed = n->rng_seed, .offset = n->rng_offset};
     for (int d = 0; d < nd - 3; d++) P.batches *= q->shape[d];
-    P.shift = n->attrs.i[3] == KN_CAUSAL_TOP_LEFT ? 0 : P.Tk - P.Tq;
-    double p = n->attrs.f[1];
+    P.shift = a->causal_align == KN_CAUSAL_TOP_LEFT ? 0 : P.Tk - P.Tq;
+    double p = a->dropout_p;
     P.dropout = p > 0;
     P.threshold = kn_dropout_threshold(p);
     P.out_scale = p >= 1 ? 0.0 : 1.0 / (1.0 - p);

@@ -144,10 +144,11 @@ kn_status kn_cpu_attention_backward_kernel(kn_node *n) {
     const char *op = "scaled_dot_product_attention_backward";
     attn_problem P = kn_cpu_attn_problem(n);
     kn_dtype compute = n->out[0]->dtype;
-    attn_grad_io io = {.mask = n->attrs.i[1] ? n->in[6] : NULL, .dq = kn_tensor_data(n->out[0]),
-                       .dk = kn_tensor_data(n->out[1]), .dv = kn_tensor_data(n->out[2]),
-                       .dmask = n->attrs.i[2] ? kn_tensor_data(n->out[3]) : NULL};
-    for (int i = 0; i < (n->attrs.i[2] ? 4 : 3); i++) /* zeros where no block writes (empty or masked) */
+    bool mask_grad = KN_ATTRS(n, scaled_dot_product_attention_backward)->mask_grad;
+    attn_grad_io io = {.mask = KN_INPUT(n, scaled_dot_product_attention_backward, mask),
+                       .dq = kn_tensor_data(n->out[0]), .dk = kn_tensor_data(n->out[1]),
+                       .dv = kn_tensor_data(n->out[2]), .dmask = mask_grad ? kn_tensor_data(n->out[3]) : NULL};
+    for (int i = 0; i < (mask_grad ? 4 : 3); i++) /* zeros where no block writes (empty or masked) */
         memset(kn_tensor_data(n->out[i]), 0, (size_t)kn_numel(n->out[i]) * kn_dtype_size(compute));
     if (P.Tq == 0 || P.Tk == 0 || P.Dv == 0 || P.batches * P.H == 0) return KN_OK;
     kn_tensor *scratch[6] = {0};

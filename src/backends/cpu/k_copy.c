@@ -21,10 +21,10 @@ static inline uint16_t to_bf16_from_int(int64_t v) { return kn_f64_to_bf16((doub
 #define CVT_b8(v) ((uint8_t)((v) != 0))
 
 #define COPY_INNER(DSUF, DST_ST, SSUF, SDT, SST, SCT, SLOAD, SSTORE)                              \
-    static int copy_##SSUF##_to_##DSUF(char *const *p, const int64_t *s, int64_t n, const kn_attrs *at) { \
+    static int copy_##SSUF##_to_##DSUF(char *const *p, const int64_t *s, int64_t n, const void *ctx) { \
         DST_ST *restrict o = (DST_ST *)p[0];                                                       \
         const SST *restrict x = (const SST *)p[1];                                                 \
-        (void)at;                                                                                  \
+        (void)ctx;                                                                                  \
         if (s[0] == 1 && s[1] == 1)                                                                \
             for (int64_t i = 0; i < n; i++) o[i] = CVT_##DSUF(SLOAD(x[i]));                        \
         else                                                                                       \
@@ -54,10 +54,10 @@ KN_DTYPES_CLASS_ALL(COPY_FROM_ALL, ~)
 
 /* A copy within f16 or bf16 moves the bits (a signaling NaN stays signaling, as PyTorch's copy_
  * keeps it; the round trip through f32 that other copies take would quiet it). */
-static int copy_bits_16(char *const *p, const int64_t *s, int64_t n, const kn_attrs *at) {
+static int copy_bits_16(char *const *p, const int64_t *s, int64_t n, const void *ctx) {
     uint16_t *restrict o = (uint16_t *)p[0];
     const uint16_t *restrict x = (const uint16_t *)p[1];
-    (void)at;
+    (void)ctx;
     for (int64_t i = 0; i < n; i++) o[i * s[0]] = x[i * s[1]];
     return 0;
 }

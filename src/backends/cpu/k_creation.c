@@ -16,7 +16,7 @@
 static kn_status fill_kernel(kn_node *n) {
     kn_tensor *t = n->out[0];
     int64_t count = kn_numel(t);
-    double v = n->attrs.f[0];
+    double v = KN_ATTRS(n, fill)->a;
     if (t->dtype == KN_F32) { /* the common case, vectorized */
         float *p = kn_tensor_data(t), f = (float)v;
 #pragma omp parallel for num_threads(kn_cpu_threads_for(count)) schedule(static)
@@ -30,13 +30,13 @@ static kn_status fill_kernel(kn_node *n) {
 static kn_status empty_kernel(kn_node *n) { return KN_OK; }
 
 static kn_status arange_kernel(kn_node *n) {
-    double start = n->attrs.f[0], step = n->attrs.f[1];
+    double start = KN_ATTRS(n, arange)->start, step = KN_ATTRS(n, arange)->step;
     GENERATE(n->out[0], start + (double)i * step);
     return KN_OK;
 }
 
 static kn_status linspace_kernel(kn_node *n) {
-    double start = n->attrs.f[0], end = n->attrs.f[1];
+    double start = KN_ATTRS(n, linspace)->start, end = KN_ATTRS(n, linspace)->end;
     int64_t count = kn_numel(n->out[0]);
     double step = count > 1 ? (end - start) / (double)(count - 1) : 0;
     int64_t half = (count + 1) / 2;
@@ -54,22 +54,23 @@ static kn_status eye_kernel(kn_node *n) {
 
 static kn_status rand_kernel(kn_node *n) {
     uint64_t seed = n->rng_seed, off = n->rng_offset;
-    double lo = n->attrs.f[0], span = n->attrs.f[1] - n->attrs.f[0];
+    double lo = KN_ATTRS(n, rand)->low, span = KN_ATTRS(n, rand)->high - lo;
     GENERATE(n->out[0], lo + span * kn_philox_uniform(kn_philox(seed, off + (uint64_t)i)));
     return KN_OK;
 }
 
 static kn_status randn_kernel(kn_node *n) {
     uint64_t seed = n->rng_seed, off = n->rng_offset;
-    double mean = n->attrs.f[0], std = n->attrs.f[1];
+    double mean = KN_ATTRS(n, randn)->mean, std = KN_ATTRS(n, randn)->std;
     GENERATE(n->out[0], mean + std * kn_philox_normal(kn_philox(seed, off + (uint64_t)i)));
     return KN_OK;
 }
 
 static kn_status randint_kernel(kn_node *n) {
     uint64_t seed = n->rng_seed, off = n->rng_offset;
-    int64_t lo = n->attrs.i[0];
-    uint64_t span = (uint64_t)(n->attrs.i[1] - n->attrs.i[0]);
+    const kn_attrs_randint *a = KN_ATTRS(n, randint);
+    int64_t lo = a->low;
+    uint64_t span = (uint64_t)(a->high - a->low);
     kn_tensor *t = n->out[0];
     int64_t count = kn_numel(t);
     void *base = kn_tensor_data(t);
@@ -82,11 +83,12 @@ static kn_status randint_kernel(kn_node *n) {
     return KN_OK;
 }
 
-/* bernoulli: with an input, p per element (contiguous, f64); else attrs.f[0]. */
+/* bernoulli: with its input, p per element (contiguous, f64); else the attribute p. */
 static kn_status bernoulli_kernel(kn_node *n) {
     uint64_t seed = n->rng_seed, off = n->rng_offset;
-    const double *p = n->n_in ? kn_tensor_data(n->in[0]) : NULL;
-    double p0 = n->attrs.f[0];
+    kn_tensor *probs = KN_INPUT(n, bernoulli, probs);
+    const double *p = probs ? kn_tensor_data(probs) : NULL;
+    double p0 = KN_ATTRS(n, bernoulli)->p;
     GENERATE(n->out[0], kn_philox_uniform(kn_philox(seed, off + (uint64_t)i)) < (p ? p[i] : p0) ? 1.0 : 0.0);
     return KN_OK;
 }

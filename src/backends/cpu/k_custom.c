@@ -39,12 +39,11 @@ static kn_status run_source(const kn_custom_entry *e, kn_node *n) {
 static kn_status custom_kernel(kn_node *n) {
     const kn_custom_entry *e = kn_custom_of(&n->attrs);
     if (!e->def.kernels[KN_DEVICE_CPU]) return run_source(e, n);
-    kn_custom_attrs attrs = kn_custom_attrs_load(&n->attrs);
     kn_custom_tensor in[KN_CUSTOM_MAX_INPUTS], out[KN_CUSTOM_MAX_OUTPUTS];
     for (int i = 0; i < n->n_in; i++) in[i] = view_of(n->in[i]);
     for (int j = 0; j < n->n_out; j++) out[j] = view_of(n->out[j]);
     kn_clear_error();
-    kn_status st = e->def.kernels[KN_DEVICE_CPU](in, n->n_in, out, n->n_out, &attrs, e->def.user);
+    kn_status st = e->def.kernels[KN_DEVICE_CPU](in, n->n_in, out, n->n_out, &KN_ATTRS(n, custom)->call, e->def.user);
     return st == KN_OK ? KN_OK : kernel_error(e, n, st);
 }
 

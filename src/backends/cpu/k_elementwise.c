@@ -9,12 +9,12 @@
 #define OUT_STORE_SAME(STORE, v) STORE(v)
 #define OUT_STORE_BOOL(STORE, v) KN_ST_BOOL(v)
 
-#define UNARY_INNER(name, out, expr, SUF, DT, ST, CT, LOAD, STORE)                                 \
-    static int name##_##SUF(char *const *p, const int64_t *s, int64_t n, const kn_attrs *at) {    \
+#define UNARY_INNER(name, out, attrs, expr, SUF, DT, ST, CT, LOAD, STORE)                          \
+    static int name##_##SUF(char *const *p, const int64_t *s, int64_t n, const void *ctx) {        \
         typedef CT kn_ct;                                                                          \
-        const CT a = KN_ATTR(CT, at->f[0]), b = KN_ATTR(CT, at->f[1]);                             \
-        int bad = 0;                                                                               \
-        (void)a, (void)b;                                                                          \
+        const kn_attrs_##name *A_ = &((const kn_attrs *)ctx)->name;                                \
+        (void)A_;                                                                                  \
+        attrs int bad = 0;                                                                         \
         OUT_ST_##out(ST) *restrict o = (OUT_ST_##out(ST) *)p[0];                                   \
         const ST *restrict xs = (const ST *)p[1];                                                  \
         if (s[0] == 1 && s[1] == 1) {                                                              \
@@ -31,14 +31,14 @@
         return bad;                                                                                \
     }
 
-#define BINARY_INNER(name, out, expr, SUF, DT, ST, CT, LOAD, STORE)                                \
-    static int name##_##SUF(char *const *p, const int64_t *s, int64_t n, const kn_attrs *at) {    \
+#define BINARY_INNER(name, out, attrs, expr, SUF, DT, ST, CT, LOAD, STORE)                         \
+    static int name##_##SUF(char *const *p, const int64_t *s, int64_t n, const void *ctx) {        \
         typedef CT kn_ct;                                                                          \
-        const CT a = KN_ATTR(CT, at->f[0]), b = KN_ATTR(CT, at->f[1]);                             \
-        int bad = 0;                                                                               \
-        (void)a, (void)b;                                                                          \
+        const kn_attrs_##name *A_ = &((const kn_attrs *)ctx)->name;                                \
+        (void)A_;                                                                                  \
+        attrs int bad = 0;                                                                         \
         OUT_ST_##out(ST) *restrict o = (OUT_ST_##out(ST) *)p[0];                                   \
-        const ST *restrict xs = (const ST *)p[1], *restrict ys = (const ST *)p[2];                \
+        const ST *restrict xs = (const ST *)p[1], *restrict ys = (const ST *)p[2];                 \
         if (s[0] == 1 && s[1] == 1 && s[2] == 1) {                                                 \
             for (int64_t i = 0; i < n; i++) {                                                      \
                 CT x = LOAD(xs[i]), y = LOAD(ys[i]);                                               \
@@ -65,12 +65,12 @@
         return bad;                                                                                \
     }
 
-#define TERNARY_INNER(name, out, expr, SUF, DT, ST, CT, LOAD, STORE)                               \
-    static int name##_##SUF(char *const *p, const int64_t *s, int64_t n, const kn_attrs *at) {    \
+#define TERNARY_INNER(name, out, attrs, expr, SUF, DT, ST, CT, LOAD, STORE)                        \
+    static int name##_##SUF(char *const *p, const int64_t *s, int64_t n, const void *ctx) {        \
         typedef CT kn_ct;                                                                          \
-        const CT a = KN_ATTR(CT, at->f[0]);                                                        \
-        int bad = 0;                                                                               \
-        (void)a;                                                                                   \
+        const kn_attrs_##name *A_ = &((const kn_attrs *)ctx)->name;                                \
+        (void)A_;                                                                                  \
+        attrs int bad = 0;                                                                         \
         OUT_ST_##out(ST) *restrict o = (OUT_ST_##out(ST) *)p[0];                                   \
         const ST *xs = (const ST *)p[1], *ys = (const ST *)p[2], *zs = (const ST *)p[3];           \
         if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {                                    \
@@ -99,19 +99,22 @@
         if (!fn) return kn_error(KN_ERR_INTERNAL, #name ": no CPU loop for %s",                  \
                                  kn_dtype_name(n->in[n->n_in - 1]->dtype));                      \
         if (kn_ew_run(n, fn))                                                                    \
-            return kn_error(KN_ERR_ARG, #name ": integer division by zero"); \
+            return kn_error(KN_ERR_ARG, #name ": integer division by zero");                     \
         return KN_OK;                                                                            \
     }
 
-#define INSTANTIATE(INNER, name, out, expr, SUF, DT, ST, CT, LOAD, STORE) \
-    INNER(name, out, expr, SUF, DT, ST, CT, LOAD, STORE)
-#define KN_OP(name, kind, dtypes, flags, expr)
-#define KN_UNARY(name, cls, out, expr) \
-    KN_DTYPES_CLASS_##cls(INSTANTIATE, UNARY_INNER, name, out, expr) NODE_KERNEL(name, cls)
-#define KN_BINARY(name, cls, out, expr) \
-    KN_DTYPES_CLASS_##cls(INSTANTIATE, BINARY_INNER, name, out, expr) NODE_KERNEL(name, cls)
-#define KN_TERNARY(name, cls, out, expr) \
-    KN_DTYPES_CLASS_##cls(INSTANTIATE, TERNARY_INNER, name, out, expr) NODE_KERNEL(name, cls)
+/* Each attribute of the entry (a, b) becomes a constant of the compute type; the parentheses
+ * keep the conversion's commas out of the macro arguments it passes through. */
+#define KN_A(T, nm) const kn_ct nm = (KN_ATTR(kn_ct, A_->nm)); (void)nm;
+#define INSTANTIATE(INNER, name, out, attrs, expr, SUF, DT, ST, CT, LOAD, STORE) \
+    INNER(name, out, attrs, expr, SUF, DT, ST, CT, LOAD, STORE)
+#define KN_OP(name, ...)
+#define KN_UNARY(name, cls, out, attrs, expr) \
+    KN_DTYPES_CLASS_##cls(INSTANTIATE, UNARY_INNER, name, out, attrs, expr) NODE_KERNEL(name, cls)
+#define KN_BINARY(name, cls, out, attrs, expr) \
+    KN_DTYPES_CLASS_##cls(INSTANTIATE, BINARY_INNER, name, out, attrs, expr) NODE_KERNEL(name, cls)
+#define KN_TERNARY(name, cls, out, attrs, expr) \
+    KN_DTYPES_CLASS_##cls(INSTANTIATE, TERNARY_INNER, name, out, attrs, expr) NODE_KERNEL(name, cls)
 #include "ops/defs/unary.def"
 #include "ops/defs/binary.def"
 #include "ops/defs/elementwise_backward.def"
@@ -121,7 +124,7 @@
 #undef KN_TERNARY
 
 const kn_kernel_reg kn_cpu_kernels_elementwise[] = {
-#define KN_UNARY(name, cls, out, expr) {KN_OP_##name, name##_kernel, KN_KERNEL_DTS_##cls},
+#define KN_UNARY(name, cls, ...) {KN_OP_##name, name##_kernel, KN_KERNEL_DTS_##cls},
 #define KN_BINARY KN_UNARY
 #define KN_TERNARY KN_UNARY
 #include "ops/defs/unary.def"
@@ -132,5 +135,6 @@ const kn_kernel_reg kn_cpu_kernels_elementwise[] = {
 #undef KN_BINARY
 #undef KN_TERNARY
 #undef KN_OP
+#undef KN_A
     {0},
 };

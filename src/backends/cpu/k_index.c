@@ -9,11 +9,11 @@
 /* ---- range checks ----------------------------------------------------------------------- */
 
 #define RANGE_INNER(T, SUF)                                                                           \
-    static int in_range_##SUF(char *const *p, const int64_t *s, int64_t n, const kn_attrs *at) {     \
+    static int in_range_##SUF(char *const *p, const int64_t *s, int64_t n, const void *ctx) {         \
         const T *x = (const T *)p[0];                                                                 \
-        int64_t lo = at->i[0], hi = at->i[1], s0 = s[0];                                              \
+        const int64_t *bounds = ctx, lo = bounds[0], hi = bounds[1], s0 = s[0];                       \
         int bad = 0;                                                                                  \
-        for (int64_t i = 0; i < n; i++) bad |= x[i * s0] < lo || x[i * s0] >= hi;                    \
+        for (int64_t i = 0; i < n; i++) bad |= x[i * s0] < lo || x[i * s0] >= hi;                     \
         return bad;                                                                                   \
     }
 RANGE_INNER(int32_t, i32)
@@ -22,9 +22,8 @@ RANGE_INNER(int64_t, i64)
 kn_status kn_index_check_range(kn_tensor *idx, int64_t lo, int64_t hi, const char *op, int64_t dim) {
     int64_t count = kn_numel(idx);
     if (count == 0) return KN_OK;
-    kn_attrs at = {.i = {lo, hi}};
     bool is64 = idx->dtype == KN_I64;
-    if (!kn_ew_run_operands(&idx, 1, is64 ? in_range_i64 : in_range_i32, &at)) return KN_OK;
+    if (!kn_ew_run_operands(&idx, 1, is64 ? in_range_i64 : in_range_i32, (int64_t[]){lo, hi})) return KN_OK;
     /* Only on failure: find the first bad value in row-major order for the message. */
     const void *base = kn_tensor_data(idx);
     for (int64_t f = 0; f < count; f++) {
@@ -163,7 +162,7 @@ static void copy_strides(int64_t *dst, const kn_tensor *t) {
 /* index_select and embedding: out[.., j, ..] = x[.., index[j], ..], index read flat. */
 static kn_status select_kernel(kn_node *n) {
     kn_tensor *x = n->in[0], *index = n->in[1], *out = n->out[0];
-    int dim = (int)n->attrs.i[0];
+    int dim = n->op == KN_OP_embedding ? 0 : (int)KN_ATTRS(n, index_select)->dim;
     int64_t s[KN_AX_COUNT][KN_MAX_DIMS] = {{0}};
     copy_strides(s[KN_AX_TARGET], x);
     s[KN_AX_INDEX][dim] = index->ndim ? index->stride[0] : 0;
@@ -189,7 +188,7 @@ static kn_status select_kernel(kn_node *n) {
 
 static kn_status gather_kernel(kn_node *n) {
     kn_tensor *x = n->in[0], *index = n->in[1], *out = n->out[0];
-    int dim = (int)n->attrs.i[0];
+    int dim = (int)KN_ATTRS(n, gather)->dim;
     int64_t s[KN_AX_COUNT][KN_MAX_DIMS] = {{0}};
     copy_strides(s[KN_AX_TARGET], x);
     copy_strides(s[KN_AX_INDEX], index);
@@ -201,8 +200,8 @@ static kn_status gather_kernel(kn_node *n) {
 /* scatter and scatter_value: out = x, then out[.., index[..], ..] = src[..] (or value). */
 static kn_status scatter_kernel(kn_node *n) {
     kn_tensor *x = n->in[0], *index = n->in[1], *out = n->out[0];
-    int dim = (int)n->attrs.i[0];
     bool fill = n->op == KN_OP_scatter_value;
+    int dim = (int)(fill ? KN_ATTRS(n, scatter_value)->dim : KN_ATTRS(n, scatter)->dim);
     kn_status st = kn_cpu_copy_into(out, x);
     if (st != KN_OK) return st;
     int64_t s[KN_AX_COUNT][KN_MAX_DIMS] = {{0}};
@@ -211,7 +210,7 @@ static kn_status scatter_kernel(kn_node *n) {
     uint64_t value = 0;
     const void *src = &value;
     if (fill) {
-        kn_cpu_store_f64(&value, out->dtype, 0, n->attrs.f[0]);
+        kn_cpu_store_f64(&value, out->dtype, 0, KN_ATTRS(n, scatter_value)->value);
     } else {
         copy_strides(s[KN_AX_OTHER], n->in[2]);
         src = kn_tensor_data(n->in[2]);
@@ -240,51 +239,52 @@ static inline int64_t acc_div_i64(int64_t a, int64_t c) { /* floor division, as 
     return (a % c != 0 && (a < 0) != (c < 0)) ? q - 1 : q;
 }
 
-#define ACCUMULATE(CT, SUF, LOWEST, HIGHEST)                                                              \
-    static void accumulate_##SUF(const kn_axis_walk *w, CT *restrict t, const CT *restrict s, int op,        \
-                                 bool include_self, CT alpha, int64_t *restrict count, int64_t numel) {      \
-        if (!include_self) {                                                                              \
+#define ACCUMULATE(CT, SUF, LOWEST, HIGHEST)                                                               \
+    static void accumulate_##SUF(const kn_axis_walk *w, CT *restrict t, const CT *restrict s, int op,      \
+                                 bool include_self, CT alpha, int64_t *restrict count, int64_t numel) {    \
+        if (!include_self) {                                                                               \
             CT identity = op == KN_SCATTER_PROD ? (CT)1 : op == KN_SCATTER_AMAX ? LOWEST                   \
                         : op == KN_SCATTER_AMIN ? HIGHEST : (CT)0;                                         \
-            KN_AXIS_WALK(w, { t[t_off] = identity; });                                                    \
-        }                                                                                                 \
-        switch (op) {                                                                                     \
-        case KN_SCATTER_SUM:                                                                              \
+            KN_AXIS_WALK(w, { t[t_off] = identity; });                                                     \
+        }                                                                                                  \
+        switch (op) {                                                                                      \
+        case KN_SCATTER_SUM:                                                                               \
             if (alpha == (CT)1) KN_AXIS_WALK(w, { t[t_off] = acc_add_##SUF(t[t_off], s[o_off]); });        \
             else KN_AXIS_WALK(w, { t[t_off] = acc_add_##SUF(t[t_off], acc_mul_##SUF(alpha, s[o_off])); }); \
-            break;                                                                                        \
+            break;                                                                                         \
         case KN_SCATTER_PROD: KN_AXIS_WALK(w, { t[t_off] = acc_mul_##SUF(t[t_off], s[o_off]); }); break;   \
-        case KN_SCATTER_AMAX:                                                                             \
-            KN_AXIS_WALK(w, {                                                                             \
-                CT v = s[o_off];                                                                          \
-                if (v > t[t_off] || acc_nan_##SUF(v)) t[t_off] = v;                                       \
-            });                                                                                           \
-            break;                                                                                        \
-        case KN_SCATTER_AMIN:                                                                             \
-            KN_AXIS_WALK(w, {                                                                             \
-                CT v = s[o_off];                                                                          \
-                if (v < t[t_off] || acc_nan_##SUF(v)) t[t_off] = v;                                       \
-            });                                                                                           \
-            break;                                                                                        \
-        default: /* mean */                                                                               \
-            KN_AXIS_WALK(w, {                                                                             \
-                t[t_off] = acc_add_##SUF(t[t_off], s[o_off]);                                             \
-                count[t_off]++;                                                                           \
-            });                                                                                           \
-            _Pragma("omp parallel for num_threads(kn_cpu_threads_for(numel)) schedule(static)")          \
-            for (int64_t e = 0; e < numel; e++)                                                           \
-                if (count[e]) t[e] = acc_div_##SUF(t[e], count[e] + (include_self ? 1 : 0));              \
-        }                                                                                                 \
+        case KN_SCATTER_AMAX:                                                                              \
+            KN_AXIS_WALK(w, {                                                                              \
+                CT v = s[o_off];                                                                           \
+                if (v > t[t_off] || acc_nan_##SUF(v)) t[t_off] = v;                                        \
+            });                                                                                            \
+            break;                                                                                         \
+        case KN_SCATTER_AMIN:                                                                              \
+            KN_AXIS_WALK(w, {                                                                              \
+                CT v = s[o_off];                                                                           \
+                if (v < t[t_off] || acc_nan_##SUF(v)) t[t_off] = v;                                        \
+            });                                                                                            \
+            break;                                                                                         \
+        default: /* mean */                                                                                \
+            KN_AXIS_WALK(w, {                                                                              \
+                t[t_off] = acc_add_##SUF(t[t_off], s[o_off]);                                              \
+                count[t_off]++;                                                                            \
+            });                                                                                            \
+            _Pragma("omp parallel for num_threads(kn_cpu_threads_for(numel)) schedule(static)")            \
+            for (int64_t e = 0; e < numel; e++)                                                            \
+                if (count[e]) t[e] = acc_div_##SUF(t[e], count[e] + (include_self ? 1 : 0));               \
+        }                                                                                                  \
     }
 ACCUMULATE(float, f32, -INFINITY, INFINITY)
 ACCUMULATE(double, f64, -INFINITY, INFINITY)
 ACCUMULATE(int64_t, i64, INT64_MIN, INT64_MAX)
 
-/* scatter_add, scatter_reduce, index_add. */
+/* scatter_add, scatter_reduce, index_add (whose attributes are scatter_reduce's: op_table.c). */
 static kn_status accumulate_kernel(kn_node *n) {
     kn_tensor *x = n->in[0], *index = n->in[1], *src = n->in[2], *out = n->out[0];
-    int dim = (int)n->attrs.i[0], op = (int)n->attrs.i[1];
-    bool include_self = n->attrs.i[2] != 0;
+    const kn_attrs_scatter_reduce *a = KN_ATTRS(n, scatter_reduce);
+    int dim = (int)a->dim, op = (int)a->reduce;
+    bool include_self = a->include_self;
     kn_dtype acc = kn_index_acc_dtype(out->dtype);
     kn_tensor *buf = out->dtype == acc ? out : kn_tensor_alloc(kn_op_name(n->op), acc, out->shape, out->ndim, KN_CPU);
     if (!buf) return kn_last_status();
@@ -306,7 +306,7 @@ static kn_status accumulate_kernel(kn_node *n) {
         st = kn_axis_walk_make(&w, w_shape->shape, w_shape->ndim, dim, s, index);
     }
     if (st == KN_OK) {
-        double alpha = n->op == KN_OP_index_add ? n->attrs.f[0] : 1.0;
+        double alpha = n->op == KN_OP_index_add ? a->alpha : 1.0;
         void *t = kn_tensor_data(buf);
         const void *sv = kn_tensor_data(src);
         if (acc == KN_F32) accumulate_f32(&w, t, sv, op, include_self, (float)alpha, count, numel);

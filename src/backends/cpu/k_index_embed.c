@@ -69,12 +69,11 @@ KN_DTYPES_FLOAT(BAG_DTYPE, ~)
 
 kn_status kn_cpu_embedding_bag(kn_node *n) {
     kn_tensor *weight = n->in[0], *indices = n->in[1], *out = n->out[0];
-    int mode = (int)n->attrs.i[0];
-    bool has_offsets = n->attrs.i[2] != 0, has_weights = n->attrs.i[4] != 0;
-    int next = 2;
-    kn_tensor *offsets = has_offsets ? n->in[next++] : NULL;
-    kn_tensor *psw = has_weights ? n->in[next++] : NULL;
-    bags g = {.count = out->shape[0], .n_indices = kn_numel(indices), .length = n->attrs.i[3]};
+    const kn_attrs_embedding_bag *a = KN_ATTRS(n, embedding_bag);
+    int mode = (int)a->mode;
+    kn_tensor *offsets = KN_INPUT(n, embedding_bag, offsets);
+    kn_tensor *psw = KN_INPUT(n, embedding_bag, per_sample_weights);
+    bags g = {.count = out->shape[0], .n_indices = kn_numel(indices), .length = a->length};
     if (offsets) {
         g.offsets = kn_tensor_data(offsets);
         g.offsets_i64 = offsets->dtype == KN_I64;
@@ -130,7 +129,7 @@ KN_DTYPES_FLOAT(EMBED_BACK_DTYPE, ~)
 
 kn_status kn_cpu_embedding_backward(kn_node *n) {
     kn_tensor *grad = n->in[0], *indices = n->in[1], *out = n->out[0];
-    int64_t V = n->attrs.i[0], D = out->shape[1], N = kn_numel(indices);
+    int64_t V = KN_ATTRS(n, embedding_backward)->num_weights, D = out->shape[1], N = kn_numel(indices);
     kn_status st = kn_index_check_range(indices, 0, V, "embedding_backward", 0);
     if (st != KN_OK || V * D == 0) return st;
     const void *g = kn_tensor_data(grad), *idx = kn_tensor_data(indices);
@@ -184,8 +183,8 @@ static int64_t pick(const double *w, int64_t C, double target) {
 kn_status kn_cpu_multinomial(kn_node *n) {
     kn_tensor *probs = n->in[0], *out = n->out[0];
     const double *p = kn_tensor_data(probs);
-    int64_t N = probs->shape[0], C = probs->shape[1], S = n->attrs.i[0];
-    bool replacement = n->attrs.i[1] != 0;
+    int64_t N = probs->shape[0], C = probs->shape[1], S = KN_ATTRS(n, multinomial)->num_samples;
+    bool replacement = KN_ATTRS(n, multinomial)->replacement;
     for (int64_t r = 0; r < N; r++) {
         kn_status st = check_row(p + r * C, r, C, S, replacement);
         if (st != KN_OK) return st;

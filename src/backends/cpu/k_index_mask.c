@@ -15,7 +15,7 @@
         E *restrict d = dst;                                                                       \
         const E *restrict s = src;                                                                 \
         int64_t chunks = (R + chunk - 1) / chunk;                                                  \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(B * R)) schedule(static)")       \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(B * R)) schedule(static)")        \
         for (int64_t c = 0; c < chunks; c++) {                                                     \
             int64_t r0 = c * chunk, r1 = r0 + chunk < R ? r0 + chunk : R;                          \
             for (int64_t b = 0; b < B; b++)                                                        \
@@ -33,7 +33,7 @@ PUT_BY_SIZE(uint64_t, 8)
         CT *restrict d = dst;                                                                      \
         const CT *restrict s = src;                                                                \
         int64_t chunks = (R + chunk - 1) / chunk;                                                  \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(B * R)) schedule(static)")       \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(B * R)) schedule(static)")        \
         for (int64_t c = 0; c < chunks; c++) {                                                     \
             int64_t r0 = c * chunk, r1 = r0 + chunk < R ? r0 + chunk : R;                          \
             for (int64_t b = 0; b < B; b++)                                                        \
@@ -53,8 +53,8 @@ typedef void (*put_fn)(void *, const void *, const int64_t *, int64_t, int64_t, 
 
 kn_status kn_cpu_index_put(kn_node *n) {
     kn_tensor *x = n->in[0], *values = n->in[1], *out = n->out[0];
-    int k_count = (int)n->attrs.i[0];
-    bool accumulate = n->attrs.i[1] != 0;
+    int k_count = (int)KN_ATTRS(n, index_put)->n;
+    bool accumulate = KN_ATTRS(n, index_put)->accumulate;
     int64_t B = kn_numel(n->in[2]), R = 1;
     for (int d = k_count; d < x->ndim; d++) R *= x->shape[d];
     int64_t *pos = malloc(sizeof *pos * (size_t)(B ? B : 1));
@@ -96,11 +96,11 @@ kn_status kn_cpu_index_put(kn_node *n) {
 /* ---- masked_fill ------------------------------------------------------------------------------ */
 
 #define MASKED_FILL(unused, SUF, DT, ST, CT, LOAD, STORE)                                               \
-    static int masked_fill_##SUF(char *const *p, const int64_t *s, int64_t n, const kn_attrs *at) {     \
+    static int masked_fill_##SUF(char *const *p, const int64_t *s, int64_t n, const void *ctx) {        \
         ST *restrict o = (ST *)p[0];                                                                    \
         const ST *restrict x = (const ST *)p[1];                                                        \
         const uint8_t *restrict m = (const uint8_t *)p[2];                                              \
-        ST v = STORE(KN_ATTR(CT, at->f[0]));                                                            \
+        ST v = STORE(KN_ATTR(CT, ((const kn_attrs *)ctx)->masked_fill.value));                          \
         if (s[0] == 1 && s[1] == 1 && s[2] == 1)                                                        \
             for (int64_t i = 0; i < n; i++) o[i] = m[i] ? v : x[i];                                     \
         else                                                                                            \
@@ -150,7 +150,7 @@ static kn_status count_chunks(chunks *c, const uint8_t *mask, int64_t numel) {
                                const chunks *c) {                                                     \
         E *restrict d = dst;                                                                          \
         const E *restrict s = src;                                                                    \
-        _Pragma("omp parallel for num_threads(c->count) schedule(static)")                           \
+        _Pragma("omp parallel for num_threads(c->count) schedule(static)")                            \
         for (int t = 0; t < c->count; t++) {                                                          \
             int64_t b = numel * t / c->count, e = numel * (t + 1) / c->count, k = c->start[t];        \
             for (int64_t i = b; i < e; i++)                                                           \

@@ -121,9 +121,10 @@ KN_DTYPES_CLASS_ALL(SORT_DTYPE, ~)
 
 kn_status kn_cpu_sort(kn_node *n) {
     kn_tensor *x = n->in[0];
-    int dim = (int)n->attrs.i[0];
-    bool desc = n->attrs.i[1] != 0;
-    int64_t k = n->attrs.i[2], outer = 1, inner = 1, len = x->ndim ? x->shape[dim] : 1;
+    const kn_attrs_sort *a = KN_ATTRS(n, sort);
+    int dim = (int)a->dim;
+    bool desc = a->descending;
+    int64_t k = a->k, outer = 1, inner = 1, len = x->ndim ? x->shape[dim] : 1;
     for (int d = 0; d < dim; d++) outer *= x->shape[d];
     for (int d = dim + 1; d < x->ndim; d++) inner *= x->shape[d];
     void *vals = kn_tensor_data(n->out[0]);

@@ -10,7 +10,7 @@
 static kn_status cat_kernel(kn_node *n) {
     kn_tensor *out = n->out[0];
     if (kn_numel(out) == 0) return KN_OK;
-    int dim = (int)n->attrs.i[0];
+    int dim = (int)KN_ATTRS(n, cat)->dim;
     size_t es = kn_dtype_size(out->dtype);
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < dim; d++) outer *= out->shape[d];
@@ -65,7 +65,8 @@ static kn_status cat_kernel(kn_node *n) {
 static kn_status triangle_kernel(kn_node *n) {
     kn_tensor *x = n->in[0], *out = n->out[0];
     int nd = x->ndim;
-    int64_t R = x->shape[nd - 2], C = x->shape[nd - 1], k = n->attrs.i[0];
+    int64_t R = x->shape[nd - 2], C = x->shape[nd - 1];
+    int64_t k = n->op == KN_OP_tril ? KN_ATTRS(n, tril)->diagonal : KN_ATTRS(n, triu)->diagonal;
     int64_t rows = kn_numel(out) / (C ? C : 1);
     if (kn_numel(out) == 0) return KN_OK;
     bool upper = n->op == KN_OP_triu;
@@ -91,7 +92,7 @@ static kn_status triangle_kernel(kn_node *n) {
 /* Runs on the calling thread (KN_OPF_SYNC): reads the indices, sizes and fills the output. */
 static kn_status one_hot_kernel(kn_node *n) {
     kn_tensor *x = n->in[0];
-    int64_t classes = n->attrs.i[0], count = kn_numel(x);
+    int64_t classes = KN_ATTRS(n, one_hot)->classes, count = kn_numel(x);
     kn_tensor *idx = NULL;
     if (x->dtype == KN_I64 && kn_tensor_is_contiguous(x)) {
         idx = kn_tensor_incref(x);

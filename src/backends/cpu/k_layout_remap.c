@@ -47,7 +47,8 @@ static int64_t cut_runs(const int64_t *map, int64_t n, run *runs) {
 kn_status kn_cpu_remap_kernel(kn_node *n) {
     kn_tensor *x = n->in[0], *out = n->out[0];
     size_t es = kn_dtype_size(out->dtype);
-    int nd = out->ndim, mode = (int)n->attrs.i[0];
+    const kn_attrs_pad *a = KN_ATTRS(n, pad); /* roll's and repeat's are pad's (op_table.c) */
+    int nd = out->ndim, mode = (int)a->mode;
     char *dst = kn_tensor_data(out);
     const char *src = kn_tensor_data(x);
     if (kn_numel(out) == 0) return KN_OK;
@@ -56,7 +57,7 @@ kn_status kn_cpu_remap_kernel(kn_node *n) {
         return KN_OK;
     }
     unsigned char pattern[8] = {0};
-    kn_layout_encode(n->attrs.f[0], out->dtype, pattern);
+    kn_layout_encode(a->value, out->dtype, pattern);
 
     int64_t total = 0, start[KN_MAX_DIMS];
     for (int d = 0; d < nd; d++) start[d] = total, total += out->shape[d];
@@ -70,7 +71,7 @@ kn_status kn_cpu_remap_kernel(kn_node *n) {
     }
     for (int d = 0; d < nd; d++)
         for (int64_t o = 0; o < out->shape[d]; o++) {
-            int64_t j = source_index(o, n->attrs.s[0].v[d], x->shape[d], mode);
+            int64_t j = source_index(o, a->before.v[d], x->shape[d], mode);
             maps[start[d] + o] = j < 0 ? OUTSIDE : j * x->stride[d];
         }
     int64_t n_runs = cut_runs(maps + start[nd - 1], last, runs);

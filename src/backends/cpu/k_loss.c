@@ -97,8 +97,10 @@ typedef void (*class_rows_fn)(class_loss_args *, const void *, int64_t, int64_t)
 static kn_status class_loss_kernel(kn_node *n) {
     kn_tensor *x = n->in[0], *out = n->out[0];
     const char *op = kn_op_name(n->op);
-    bool probs = n->attrs.i[2], has_weight = n->attrs.i[3];
-    kn_reduction reduction = (kn_reduction)n->attrs.i[0];
+    const kn_attrs_cross_entropy *at = KN_ATTRS(n, cross_entropy); /* nll_loss's too (op_table.c) */
+    bool probs = at->probs;
+    kn_tensor *weight = KN_INPUT(n, cross_entropy, weight);
+    kn_reduction reduction = (kn_reduction)at->reduction;
     class_rows_fn rows;
     switch (x->dtype) {
 #define CLASS_ROWS_CASE(unused, SUF, DT, ...) \
@@ -109,15 +111,15 @@ static kn_status class_loss_kernel(kn_node *n) {
     }
     int64_t C = x->shape[x->ndim - 1], P = 1;
     for (int d = 0; d < x->ndim - 1; d++) P *= x->shape[d];
-    class_loss_args a = {.C = C, .ignore_index = n->attrs.i[1], .log_probs = n->op == KN_OP_nll_loss,
-                         .probs = probs, .eps = n->attrs.f[0], .bad_pos = -1};
+    class_loss_args a = {.C = C, .ignore_index = at->ignore_index, .log_probs = n->op == KN_OP_nll_loss,
+                         .probs = probs, .eps = at->label_smoothing, .bad_pos = -1};
     kn_tensor *sx = NULL, *st_ = NULL, *sw = NULL;
     const void *xdata = NULL, *tdata = NULL, *wdata = NULL;
     double *per = malloc(sizeof(double) * (size_t)(2 * P + 1));
     kn_status st = per ? KN_OK : kn_error(KN_ERR_OOM, "%s: out of memory for %lld row losses", op, (long long)P);
     if (st == KN_OK) st = kn_cpu_loss_contiguous(x, x->dtype, op, &sx, &xdata);
     if (st == KN_OK) st = kn_cpu_loss_contiguous(n->in[1], probs ? x->dtype : KN_I64, op, &st_, &tdata);
-    if (st == KN_OK && has_weight) st = kn_cpu_loss_contiguous(n->in[2], KN_F64, op, &sw, &wdata);
+    if (st == KN_OK && weight) st = kn_cpu_loss_contiguous(weight, KN_F64, op, &sw, &wdata);
     if (st == KN_OK) {
         a.loss = per, a.denom = per + P;
         a.target = tdata, a.tprobs = tdata, a.weight = wdata;
@@ -216,13 +218,14 @@ static kn_status pointwise_kernel(kn_node *n) {
     kn_dtype dt = n->in[0]->dtype;
     const char *op = kn_op_name(n->op);
     pointwise_fn fn = pointwise_fns[n->op][dt];
-    kn_reduction reduction = (kn_reduction)n->attrs.i[0];
-    bool present[4] = {true, true, n->attrs.i[1], n->attrs.i[2]};
-    const void *data[4] = {0};
+    kn_reduction reduction = (kn_reduction)KN_ATTRS(n, mse_loss)->reduction; /* every pointwise loss's */
+    const void *data[4] = {0}; /* by slot: x, y, weight, pos_weight */
     kn_tensor *scratch[4] = {0};
     kn_status st = KN_OK;
-    for (int i = 0, slot = 0; i < 4 && st == KN_OK; i++)
-        if (present[i]) st = kn_cpu_loss_contiguous(n->in[slot++], dt, op, &scratch[i], &data[i]);
+    for (int i = 0; i < kn_op_input_slots(n->op) && st == KN_OK; i++) {
+        kn_tensor *t = kn_input_at(n->in, &n->attrs, i);
+        if (t) st = kn_cpu_loss_contiguous(t, dt, op, &scratch[i], &data[i]);
+    }
     int64_t count = kn_numel(n->in[0]);
     int64_t blocks = (count + POINTWISE_BLOCK_ELEMS - 1) / POINTWISE_BLOCK_ELEMS;
     double *partial = st == KN_OK ? malloc(sizeof(double) * (size_t)(blocks + 1)) : NULL;
@@ -230,7 +233,7 @@ static kn_status pointwise_kernel(kn_node *n) {
     if (st == KN_OK) {
         size_t esize = kn_dtype_size(dt);
         char *outp = reduction == KN_REDUCTION_NONE ? kn_tensor_data(out) : NULL;
-        double beta = n->attrs.f[0];
+        double beta = n->op == KN_OP_smooth_l1_loss ? KN_ATTRS(n, smooth_l1_loss)->beta : 0;
         int bad = 0;
 #pragma omp parallel for num_threads(kn_cpu_threads_for(count * 4)) schedule(static) reduction(| : bad)
         for (int64_t b = 0; b < blocks; b++) {
@@ -273,7 +276,7 @@ KN_DTYPES_FLOAT(DROPOUT, ~)
 
 static kn_status dropout_kernel(kn_node *n) {
     kn_tensor *x = n->in[0], *out = n->out[0];
-    double p = n->attrs.f[0];
+    double p = KN_ATTRS(n, dropout)->p;
     kn_tensor *scratch;
     const void *data = NULL;
     kn_status st = kn_cpu_loss_contiguous(x, x->dtype, "dropout", &scratch, &data);

@@ -89,8 +89,10 @@ typedef void (*ce_grad_rows_fn)(ce_grad_args *, const void *, void *, int64_t, i
 kn_status kn_cpu_cross_entropy_backward_kernel(kn_node *n) {
     const char *op = "cross_entropy_backward";
     kn_tensor *x = n->in[0], *out = n->out[0];
-    bool probs = n->attrs.i[2], has_weight = n->attrs.i[3];
-    kn_reduction reduction = (kn_reduction)n->attrs.i[0];
+    const kn_attrs_cross_entropy_backward *at = KN_ATTRS(n, cross_entropy_backward);
+    bool probs = at->probs;
+    kn_tensor *weight = KN_INPUT(n, cross_entropy_backward, weight);
+    kn_reduction reduction = (kn_reduction)at->reduction;
     ce_grad_rows_fn rows;
     switch (x->dtype) {
 #define CE_GRAD_CASE(unused, SUF, DT, ...)                                                                     \
@@ -102,14 +104,14 @@ kn_status kn_cpu_cross_entropy_backward_kernel(kn_node *n) {
     int64_t C = x->shape[x->ndim - 1], P = 1;
     for (int d = 0; d < x->ndim - 1; d++) P *= x->shape[d];
     if (P * C == 0) return KN_OK;
-    ce_grad_args a = {.C = C, .ignore_index = n->attrs.i[1], .log_probs = n->attrs.i[4], .probs = probs,
-                      .eps = n->attrs.f[0], .per_row = reduction == KN_REDUCTION_NONE, .scale = 1, .bad_pos = -1};
+    ce_grad_args a = {.C = C, .ignore_index = at->ignore_index, .log_probs = at->nll, .probs = probs,
+                      .eps = at->label_smoothing, .per_row = reduction == KN_REDUCTION_NONE, .scale = 1, .bad_pos = -1};
     kn_tensor *scratch[4] = {0};
     const void *data[4] = {0};
     kn_status st = a.log_probs ? KN_OK : kn_cpu_loss_contiguous(x, x->dtype, op, &scratch[0], &data[0]);
     if (st == KN_OK) st = kn_cpu_loss_contiguous(n->in[1], probs ? x->dtype : KN_I64, op, &scratch[1], &data[1]);
     if (st == KN_OK) st = kn_cpu_loss_contiguous(n->in[2], KN_F64, op, &scratch[2], &data[2]);
-    if (st == KN_OK && has_weight) st = kn_cpu_loss_contiguous(n->in[3], KN_F64, op, &scratch[3], &data[3]);
+    if (st == KN_OK && weight) st = kn_cpu_loss_contiguous(weight, KN_F64, op, &scratch[3], &data[3]);
     if (st == KN_OK) {
         a.target = data[1], a.tprobs = data[1], a.g = data[2], a.weight = data[3];
         a.weight_sum = (double)C;

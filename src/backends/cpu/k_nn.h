@@ -18,11 +18,6 @@ kn_status kn_nn_finish(kn_tensor *out, kn_tensor *work, kn_status st);
 double *kn_nn_read_vector(kn_tensor *t, int64_t n, double fill);
 /* Writes v into the 1-d tensor t (any float dtype and stride). */
 kn_status kn_nn_write_vector(kn_tensor *t, const double *v);
-/* The node's optional input whose index is in attrs.i[slot], or NULL. */
-static inline kn_tensor *kn_nn_optional(const kn_node *n, int slot) {
-    int64_t i = n->attrs.i[slot];
-    return i >= 0 && i < n->n_in ? n->in[i] : NULL;
-}
 
 kn_status kn_nn_layer_norm_kernel(kn_node *n);
 kn_status kn_nn_rms_norm_kernel(kn_node *n);

@@ -58,9 +58,11 @@ typedef struct conv_geom {
 /* The geometry of x [N, C, H, W] -> out [N, Cout, OH, OW]. */
 static conv_geom geom_of(const kn_node *n) {
     const kn_tensor *x = n->in[0], *w = n->in[1], *o = n->out[0];
-    const int64_t *a = n->attrs.i;
-    conv_geom g = {x->shape[0], a[6], x->shape[1] / a[6], x->shape[2], x->shape[3], o->shape[1] / a[6],
-                   w->shape[2], w->shape[3], o->shape[2], o->shape[3], a[0], a[1], a[2], a[3], a[4], a[5]};
+    const kn_attrs_conv2d *a = KN_ATTRS(n, conv2d); /* conv_transpose2d's are conv2d's (op_table.c) */
+    int64_t G = a->groups;
+    conv_geom g = {x->shape[0], G, x->shape[1] / G, x->shape[2], x->shape[3], o->shape[1] / G,
+                   w->shape[2], w->shape[3], o->shape[2], o->shape[3], a->stride[0], a->stride[1],
+                   a->padding[0], a->padding[1], a->dilation[0], a->dilation[1]};
     return g;
 }
 
@@ -278,7 +280,7 @@ static kn_status conv_kernel(kn_node *n, bool transposed) {
     if (kn_numel(out) == 0) return KN_OK;
     conv_geom g = geom_of(n);
     kn_dtype ct = kn_nn_compute_dtype(out->dtype);
-    kn_tensor *bias_t = kn_nn_optional(n, 11);
+    kn_tensor *bias_t = KN_INPUT(n, conv2d, bias);
     double *bias = bias_t ? kn_nn_read_vector(bias_t, out->shape[1], 0) : NULL;
     kn_tensor *x = kn_nn_work(n->in[0], ct), *w = kn_nn_work(n->in[1], ct), *y = kn_nn_work_out(out, ct);
     bool ok = x && w && y && (bias || !bias_t);
@@ -299,9 +301,11 @@ kn_status kn_nn_conv_transpose2d_kernel(kn_node *n) { return conv_kernel(n, true
 kn_status kn_nn_conv2d_backward_weight_kernel(kn_node *n) {
     kn_tensor *out = n->out[0];
     const kn_tensor *gyt = n->in[0], *xt = n->in[1];
-    const int64_t *a = n->attrs.i;
-    conv_geom g = {xt->shape[0], a[6], xt->shape[1] / a[6], xt->shape[2], xt->shape[3], gyt->shape[1] / a[6],
-                   out->shape[2], out->shape[3], gyt->shape[2], gyt->shape[3], a[0], a[1], a[2], a[3], a[4], a[5]};
+    const kn_attrs_conv2d_backward_weight *a = KN_ATTRS(n, conv2d_backward_weight);
+    int64_t G = a->groups;
+    conv_geom g = {xt->shape[0], G, xt->shape[1] / G, xt->shape[2], xt->shape[3], gyt->shape[1] / G,
+                   out->shape[2], out->shape[3], gyt->shape[2], gyt->shape[3], a->stride[0], a->stride[1],
+                   a->padding[0], a->padding[1], a->dilation[0], a->dilation[1]};
     kn_dtype ct = kn_nn_compute_dtype(out->dtype);
     kn_tensor *gy = kn_nn_work(n->in[0], ct), *x = kn_nn_work(n->in[1], ct), *dw = kn_nn_work_out(out, ct);
     bool ok = gy && x && dw;

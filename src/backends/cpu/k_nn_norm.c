@@ -49,17 +49,18 @@ static void *narrow_vector(double *v, int64_t n, kn_dtype ct) {
 
 static kn_status trailing_norm(kn_node *n, bool rms) {
     kn_tensor *out = n->out[0];
-    int64_t inner = n->attrs.i[0], rows = inner ? kn_numel(out) / inner : 0;
+    const kn_attrs_layer_norm *a = KN_ATTRS(n, layer_norm); /* rms_norm's too (op_table.c) */
+    int64_t inner = a->inner, rows = inner ? kn_numel(out) / inner : 0;
     kn_dtype ct = kn_nn_compute_dtype(out->dtype);
-    void *w = narrow_vector(kn_nn_read_vector(kn_nn_optional(n, 10), inner, 1), inner, ct);
-    void *b = narrow_vector(kn_nn_read_vector(rms ? NULL : kn_nn_optional(n, 11), inner, 0), inner, ct);
+    void *w = narrow_vector(kn_nn_read_vector(KN_INPUT(n, layer_norm, weight), inner, 1), inner, ct);
+    void *b = narrow_vector(kn_nn_read_vector(rms ? NULL : KN_INPUT(n, layer_norm, bias), inner, 0), inner, ct);
     kn_tensor *x = kn_nn_work(n->in[0], ct), *y = kn_nn_work_out(out, ct);
     kn_status st = w && b && x && y ? KN_OK : kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name(n->op));
     if (st == KN_OK && rows) {
         if (ct == KN_F64)
-            norm_rows_double(kn_tensor_data(x), kn_tensor_data(y), rows, inner, w, b, n->attrs.f[0], rms);
+            norm_rows_double(kn_tensor_data(x), kn_tensor_data(y), rows, inner, w, b, a->eps, rms);
         else
-            norm_rows_float(kn_tensor_data(x), kn_tensor_data(y), rows, inner, w, b, n->attrs.f[0], rms);
+            norm_rows_float(kn_tensor_data(x), kn_tensor_data(y), rows, inner, w, b, a->eps, rms);
     }
     free(w);
     free(b);
@@ -109,12 +110,14 @@ NORM_BACKWARD(double)
 /* layer_norm_backward / rms_norm_backward (see nn.def). dbias is computed either way. */
 static kn_status norm_backward(kn_node *n, bool rms) {
     kn_tensor *dx_out = n->out[0];
-    int64_t inner = n->attrs.i[0], rows = kn_numel(dx_out) / inner;
+    /* rms_norm_backward's attributes are layer_norm_backward's (op_table.c) */
+    const kn_attrs_layer_norm_backward *a = KN_ATTRS(n, layer_norm_backward);
+    int64_t inner = a->inner, rows = kn_numel(dx_out) / inner;
     kn_dtype ct = kn_nn_compute_dtype(dx_out->dtype);
     size_t es = kn_dtype_size(ct);
     int threads = kn_cpu_threads_for(rows * inner * 4);
     if (threads > rows) threads = rows > 0 ? (int)rows : 1;
-    void *w = narrow_vector(kn_nn_read_vector(kn_nn_optional(n, 10), inner, 1), inner, ct);
+    void *w = narrow_vector(kn_nn_read_vector(KN_INPUT(n, layer_norm_backward, weight), inner, 1), inner, ct);
     void *part = calloc((size_t)(threads * 2 * inner), es), *db = malloc((size_t)inner * es);
     kn_tensor *gy = kn_nn_work(n->in[0], ct), *x = kn_nn_work(n->in[1], ct);
     kn_tensor *dx = kn_nn_work_out(dx_out, ct), *dw = kn_nn_work_out(n->out[1], ct);
@@ -125,10 +128,10 @@ static kn_status norm_backward(kn_node *n, bool rms) {
     void *dbp = dbt ? kn_tensor_data(dbt) : db;
     if (st == KN_OK && ct == KN_F64)
         norm_backward_double(kn_tensor_data(gy), kn_tensor_data(x), kn_tensor_data(dx), kn_tensor_data(dw), dbp, rows,
-                             inner, w, n->attrs.f[0], rms, part, threads);
+                             inner, w, a->eps, rms, part, threads);
     else if (st == KN_OK)
         norm_backward_float(kn_tensor_data(gy), kn_tensor_data(x), kn_tensor_data(dx), kn_tensor_data(dw), dbp, rows,
-                            inner, w, n->attrs.f[0], rms, part, threads);
+                            inner, w, a->eps, rms, part, threads);
     free(w), free(part), free(db);
     if (gy) kn_tensor_decref(gy);
     if (x) kn_tensor_decref(x);
@@ -182,17 +185,18 @@ static kn_status apply_tables(kn_node *n, kn_tensor *x, const double *scale, con
 
 kn_status kn_nn_group_norm_kernel(kn_node *n) {
     kn_tensor *out = n->out[0];
-    int64_t N = out->shape[0], C = out->shape[1], G = n->attrs.i[0];
+    int64_t N = out->shape[0], C = out->shape[1], G = KN_ATTRS(n, group_norm)->groups;
     int64_t inner = N * C > 0 ? kn_numel(out) / (N * C) : 0, Cg = C / G;
     kn_dtype ct = kn_nn_compute_dtype(out->dtype);
     size_t es = kn_dtype_size(ct);
-    double *w = kn_nn_read_vector(kn_nn_optional(n, 10), C, 1), *b = kn_nn_read_vector(kn_nn_optional(n, 11), C, 0);
+    double *w = kn_nn_read_vector(KN_INPUT(n, group_norm, weight), C, 1);
+    double *b = kn_nn_read_vector(KN_INPUT(n, group_norm, bias), C, 0);
     double *scale = malloc(sizeof(double) * (size_t)(N * C + 1)), *shift = malloc(sizeof(double) * (size_t)(N * C + 1));
     kn_tensor *x = kn_nn_work(n->in[0], ct);
     kn_status st = w && b && scale && shift && x ? KN_OK : kn_error(KN_ERR_OOM, "group_norm: out of memory");
     if (st == KN_OK) {
         const char *base = kn_tensor_data(x);
-        double eps = n->attrs.f[0];
+        double eps = KN_ATTRS(n, group_norm)->eps;
 #pragma omp parallel for num_threads(kn_cpu_threads_for(N * C * inner)) schedule(static)
         for (int64_t ng = 0; ng < N * G; ng++) {
             double mean, var;
@@ -214,12 +218,14 @@ kn_status kn_nn_group_norm_kernel(kn_node *n) {
 kn_status kn_nn_batch_norm_kernel(kn_node *n) {
     kn_tensor *out = n->out[0];
     int64_t N = out->shape[0], C = out->shape[1], inner = N * C > 0 ? kn_numel(out) / (N * C) : 0;
-    bool training = n->attrs.i[0];
-    double momentum = n->attrs.f[0], eps = n->attrs.f[1];
-    kn_tensor *rm = kn_nn_optional(n, 9), *rv = kn_nn_optional(n, 8);
+    const kn_attrs_batch_norm *a = KN_ATTRS(n, batch_norm);
+    bool training = a->training;
+    double momentum = a->momentum, eps = a->eps;
+    kn_tensor *rm = KN_INPUT(n, batch_norm, running_mean), *rv = KN_INPUT(n, batch_norm, running_var);
     kn_dtype ct = kn_nn_compute_dtype(out->dtype);
     size_t es = kn_dtype_size(ct);
-    double *w = kn_nn_read_vector(kn_nn_optional(n, 10), C, 1), *b = kn_nn_read_vector(kn_nn_optional(n, 11), C, 0);
+    double *w = kn_nn_read_vector(KN_INPUT(n, batch_norm, weight), C, 1);
+    double *b = kn_nn_read_vector(KN_INPUT(n, batch_norm, bias), C, 0);
     double *mean = kn_nn_read_vector(rm, C, 0), *var = kn_nn_read_vector(rv, C, 1);
     double *scale = malloc(sizeof(double) * (size_t)(N * C + 1)), *shift = malloc(sizeof(double) * (size_t)(N * C + 1));
     kn_tensor *x = kn_nn_work(n->in[0], ct);

@@ -39,106 +39,112 @@ static inline void bilinear_src(int64_t o, int64_t in, int64_t out, bool align, 
     *l = src - (double)*i0;
 }
 
-#define POOL_IMPL(T)                                                                                   \
-    static void max_pool_##T(const kn_node *n, const planes *p, const T *x, T *y, int64_t *idx) {      \
-        const int64_t *a = n->attrs.i;                                                                 \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->OH * p->OW * a[0] * a[1]))") \
-        for (int64_t q = 0; q < p->P; q++)                                                             \
-            for (int64_t oh = 0; oh < p->OH; oh++)                                                     \
-                for (int64_t ow = 0; ow < p->OW; ow++) {                                               \
-                    int64_t h0 = oh * a[2] - a[4], w0 = ow * a[3] - a[5], best_i = -1;                 \
-                    T best = -INFINITY;                                                                \
-                    for (int64_t kh = 0; kh < a[0]; kh++) {                                            \
-                        int64_t ih = h0 + kh * a[6];                                                   \
-                        if (ih < 0 || ih >= p->H) continue;                                            \
-                        for (int64_t kw = 0; kw < a[1]; kw++) {                                        \
-                            int64_t iw = w0 + kw * a[7];                                               \
-                            if (iw < 0 || iw >= p->W) continue;                                        \
-                            T v = x[(q * p->H + ih) * p->W + iw];                                      \
-                            /* NaN wins and the last NaN's index is kept, as in PyTorch */             \
-                            if (best_i < 0 || v > best || isnan(v)) best = v, best_i = ih * p->W + iw; \
-                        }                                                                              \
-                    }                                                                                  \
-                    int64_t k = (q * p->OH + oh) * p->OW + ow;                                         \
-                    y[k] = best, idx[k] = best_i;                                                      \
-                }                                                                                      \
-    }                                                                                                  \
-    static void avg_pool_##T(const kn_node *n, const planes *p, const T *x, T *y) {                    \
-        const int64_t *a = n->attrs.i;                                                                 \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->OH * p->OW * a[0] * a[1]))") \
-        for (int64_t q = 0; q < p->P; q++)                                                             \
-            for (int64_t oh = 0; oh < p->OH; oh++)                                                     \
-                for (int64_t ow = 0; ow < p->OW; ow++) {                                               \
-                    int64_t hs = oh * a[2] - a[4], ws = ow * a[3] - a[5];                              \
-                    int64_t he = imin(hs + a[0], p->H + a[4]), we = imin(ws + a[1], p->W + a[5]);      \
-                    int64_t padded = (he - hs) * (we - ws);                                            \
-                    hs = imax(hs, 0), ws = imax(ws, 0), he = imin(he, p->H), we = imin(we, p->W);      \
-                    double acc = 0;                                                                    \
-                    for (int64_t ih = hs; ih < he; ih++)                                               \
-                        for (int64_t iw = ws; iw < we; iw++) acc += x[(q * p->H + ih) * p->W + iw];    \
-                    int64_t div = a[8] ? (he - hs) * (we - ws) : padded;                               \
-                    y[(q * p->OH + oh) * p->OW + ow] = (T)(div ? acc / (double)div : NAN);             \
-                }                                                                                      \
-    }                                                                                                  \
-    static void adaptive_##T(const planes *p, const T *x, T *y) {                                      \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->H * p->W))")                \
-        for (int64_t q = 0; q < p->P; q++)                                                             \
-            for (int64_t oh = 0; oh < p->OH; oh++)                                                     \
-                for (int64_t ow = 0; ow < p->OW; ow++) {                                               \
-                    int64_t hs = adaptive_start(oh, p->H, p->OH), he = adaptive_end(oh, p->H, p->OH);  \
-                    int64_t ws = adaptive_start(ow, p->W, p->OW), we = adaptive_end(ow, p->W, p->OW);  \
-                    double acc = 0;                                                                    \
-                    for (int64_t ih = hs; ih < he; ih++)                                               \
-                        for (int64_t iw = ws; iw < we; iw++) acc += x[(q * p->H + ih) * p->W + iw];    \
-                    y[(q * p->OH + oh) * p->OW + ow] = (T)(acc / (double)((he - hs) * (we - ws)));     \
-                }                                                                                      \
-    }                                                                                                  \
-    static void nearest_##T(const planes *p, const T *x, T *y) {                                       \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->OH * p->OW))")              \
-        for (int64_t q = 0; q < p->P; q++)                                                             \
-            for (int64_t oh = 0; oh < p->OH; oh++) {                                                   \
-                const T *xr = x + (q * p->H + nearest_src(oh, p->H, p->OH)) * p->W;                    \
-                T *yr = y + (q * p->OH + oh) * p->OW;                                                  \
-                for (int64_t ow = 0; ow < p->OW; ow++) yr[ow] = xr[nearest_src(ow, p->W, p->OW)];      \
-            }                                                                                          \
-    }                                                                                                  \
-    static void bilinear_##T(const planes *p, const T *x, T *y, bool align) {                          \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(4 * p->P * p->OH * p->OW))")          \
-        for (int64_t q = 0; q < p->P; q++)                                                             \
-            for (int64_t oh = 0; oh < p->OH; oh++) {                                                   \
-                int64_t h0, h1, w0, w1;                                                                \
-                double lh, lw;                                                                         \
-                bilinear_src(oh, p->H, p->OH, align, &h0, &h1, &lh);                                   \
-                const T *r0 = x + (q * p->H + h0) * p->W, *r1 = x + (q * p->H + h1) * p->W;            \
-                for (int64_t ow = 0; ow < p->OW; ow++) {                                               \
-                    bilinear_src(ow, p->W, p->OW, align, &w0, &w1, &lw);                               \
+#define POOL_IMPL(T)                                                                                     \
+    static void max_pool_##T(const kn_node *n, const planes *p, const T *x, T *y, int64_t *idx) {        \
+        const kn_attrs_max_pool2d *a = KN_ATTRS(n, max_pool2d); /* avg_pool2d's too (op_table.c) */      \
+        const int64_t KH = a->kernel[0], KW = a->kernel[1], SH = a->stride[0], SW = a->stride[1];        \
+        const int64_t PH = a->padding[0], PW = a->padding[1], DH = a->dilation[0], DW = a->dilation[1];  \
+        (void)DH, (void)DW;                                                                              \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->OH * p->OW * KH * KW))")      \
+        for (int64_t q = 0; q < p->P; q++)                                                               \
+            for (int64_t oh = 0; oh < p->OH; oh++)                                                       \
+                for (int64_t ow = 0; ow < p->OW; ow++) {                                                 \
+                    int64_t h0 = oh * SH - PH, w0 = ow * SW - PW, best_i = -1;                           \
+                    T best = -INFINITY;                                                                  \
+                    for (int64_t kh = 0; kh < KH; kh++) {                                                \
+                        int64_t ih = h0 + kh * DH;                                                       \
+                        if (ih < 0 || ih >= p->H) continue;                                              \
+                        for (int64_t kw = 0; kw < KW; kw++) {                                            \
+                            int64_t iw = w0 + kw * DW;                                                   \
+                            if (iw < 0 || iw >= p->W) continue;                                          \
+                            T v = x[(q * p->H + ih) * p->W + iw];                                        \
+                            /* NaN wins and the last NaN's index is kept, as in PyTorch */               \
+                            if (best_i < 0 || v > best || isnan(v)) best = v, best_i = ih * p->W + iw;   \
+                        }                                                                                \
+                    }                                                                                    \
+                    int64_t k = (q * p->OH + oh) * p->OW + ow;                                           \
+                    y[k] = best, idx[k] = best_i;                                                        \
+                }                                                                                        \
+    }                                                                                                    \
+    static void avg_pool_##T(const kn_node *n, const planes *p, const T *x, T *y) {                      \
+        const kn_attrs_max_pool2d *a = KN_ATTRS(n, max_pool2d); /* avg_pool2d's too (op_table.c) */      \
+        const int64_t KH = a->kernel[0], KW = a->kernel[1], SH = a->stride[0], SW = a->stride[1];        \
+        const int64_t PH = a->padding[0], PW = a->padding[1], DH = a->dilation[0], DW = a->dilation[1];  \
+        (void)DH, (void)DW;                                                                              \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->OH * p->OW * KH * KW))")      \
+        for (int64_t q = 0; q < p->P; q++)                                                               \
+            for (int64_t oh = 0; oh < p->OH; oh++)                                                       \
+                for (int64_t ow = 0; ow < p->OW; ow++) {                                                 \
+                    int64_t hs = oh * SH - PH, ws = ow * SW - PW;                                        \
+                    int64_t he = imin(hs + KH, p->H + PH), we = imin(ws + KW, p->W + PW);                \
+                    int64_t padded = (he - hs) * (we - ws);                                              \
+                    hs = imax(hs, 0), ws = imax(ws, 0), he = imin(he, p->H), we = imin(we, p->W);        \
+                    double acc = 0;                                                                      \
+                    for (int64_t ih = hs; ih < he; ih++)                                                 \
+                        for (int64_t iw = ws; iw < we; iw++) acc += x[(q * p->H + ih) * p->W + iw];      \
+                    int64_t div = a->exclude_pad ? (he - hs) * (we - ws) : padded;                       \
+                    y[(q * p->OH + oh) * p->OW + ow] = (T)(div ? acc / (double)div : NAN);               \
+                }                                                                                        \
+    }                                                                                                    \
+    static void adaptive_##T(const planes *p, const T *x, T *y) {                                        \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->H * p->W))")                  \
+        for (int64_t q = 0; q < p->P; q++)                                                               \
+            for (int64_t oh = 0; oh < p->OH; oh++)                                                       \
+                for (int64_t ow = 0; ow < p->OW; ow++) {                                                 \
+                    int64_t hs = adaptive_start(oh, p->H, p->OH), he = adaptive_end(oh, p->H, p->OH);    \
+                    int64_t ws = adaptive_start(ow, p->W, p->OW), we = adaptive_end(ow, p->W, p->OW);    \
+                    double acc = 0;                                                                      \
+                    for (int64_t ih = hs; ih < he; ih++)                                                 \
+                        for (int64_t iw = ws; iw < we; iw++) acc += x[(q * p->H + ih) * p->W + iw];      \
+                    y[(q * p->OH + oh) * p->OW + ow] = (T)(acc / (double)((he - hs) * (we - ws)));       \
+                }                                                                                        \
+    }                                                                                                    \
+    static void nearest_##T(const planes *p, const T *x, T *y) {                                         \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->OH * p->OW))")                \
+        for (int64_t q = 0; q < p->P; q++)                                                               \
+            for (int64_t oh = 0; oh < p->OH; oh++) {                                                     \
+                const T *xr = x + (q * p->H + nearest_src(oh, p->H, p->OH)) * p->W;                      \
+                T *yr = y + (q * p->OH + oh) * p->OW;                                                    \
+                for (int64_t ow = 0; ow < p->OW; ow++) yr[ow] = xr[nearest_src(ow, p->W, p->OW)];        \
+            }                                                                                            \
+    }                                                                                                    \
+    static void bilinear_##T(const planes *p, const T *x, T *y, bool align) {                            \
+        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(4 * p->P * p->OH * p->OW))")            \
+        for (int64_t q = 0; q < p->P; q++)                                                               \
+            for (int64_t oh = 0; oh < p->OH; oh++) {                                                     \
+                int64_t h0, h1, w0, w1;                                                                  \
+                double lh, lw;                                                                           \
+                bilinear_src(oh, p->H, p->OH, align, &h0, &h1, &lh);                                     \
+                const T *r0 = x + (q * p->H + h0) * p->W, *r1 = x + (q * p->H + h1) * p->W;              \
+                for (int64_t ow = 0; ow < p->OW; ow++) {                                                 \
+                    bilinear_src(ow, p->W, p->OW, align, &w0, &w1, &lw);                                 \
                     double top = (1 - lw) * r0[w0] + lw * r0[w1], bot = (1 - lw) * r1[w0] + lw * r1[w1]; \
-                    y[(q * p->OH + oh) * p->OW + ow] = (T)((1 - lh) * top + lh * bot);                 \
-                }                                                                                      \
-            }                                                                                          \
+                    y[(q * p->OH + oh) * p->OW + ow] = (T)((1 - lh) * top + lh * bot);                   \
+                }                                                                                        \
+            }                                                                                            \
     }
 POOL_IMPL(float)
 POOL_IMPL(double)
 
 /* Runs body with x and y as the compute dtype's arrays (T), over widened copies for 16-bit. */
-#define WITH_PLANES(n, BODY_F, BODY_D)                                                               \
-    do {                                                                                             \
-        kn_tensor *out_ = (n)->out[0];                                                               \
-        kn_dtype ct_ = kn_nn_compute_dtype(out_->dtype);                                             \
-        planes p = planes_of(n);                                                                     \
-        kn_tensor *xw_ = kn_nn_work((n)->in[0], ct_), *yw_ = kn_nn_work_out(out_, ct_);              \
-        if (xw_ && yw_ && kn_numel(out_)) {                                                          \
-            if (ct_ == KN_F64) {                                                                     \
-                const double *x = kn_tensor_data(xw_);                                               \
-                double *y = kn_tensor_data(yw_);                                                     \
-                BODY_D;                                                                              \
-            } else {                                                                                 \
-                const float *x = kn_tensor_data(xw_);                                                \
-                float *y = kn_tensor_data(yw_);                                                      \
-                BODY_F;                                                                              \
-            }                                                                                        \
-        }                                                                                            \
-        if (xw_) kn_tensor_decref(xw_);                                                              \
+#define WITH_PLANES(n, BODY_F, BODY_D)                                                                                       \
+    do {                                                                                                                     \
+        kn_tensor *out_ = (n)->out[0];                                                                                       \
+        kn_dtype ct_ = kn_nn_compute_dtype(out_->dtype);                                                                     \
+        planes p = planes_of(n);                                                                                             \
+        kn_tensor *xw_ = kn_nn_work((n)->in[0], ct_), *yw_ = kn_nn_work_out(out_, ct_);                                      \
+        if (xw_ && yw_ && kn_numel(out_)) {                                                                                  \
+            if (ct_ == KN_F64) {                                                                                             \
+                const double *x = kn_tensor_data(xw_);                                                                       \
+                double *y = kn_tensor_data(yw_);                                                                             \
+                BODY_D;                                                                                                      \
+            } else {                                                                                                         \
+                const float *x = kn_tensor_data(xw_);                                                                        \
+                float *y = kn_tensor_data(yw_);                                                                              \
+                BODY_F;                                                                                                      \
+            }                                                                                                                \
+        }                                                                                                                    \
+        if (xw_) kn_tensor_decref(xw_);                                                                                      \
         return kn_nn_finish(out_, yw_, xw_ && yw_ ? KN_OK : kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name((n)->op))); \
     } while (0)
 
@@ -156,6 +162,6 @@ kn_status kn_nn_upsample_nearest2d_kernel(kn_node *n) {
     WITH_PLANES(n, nearest_float(&p, x, y), nearest_double(&p, x, y));
 }
 kn_status kn_nn_upsample_bilinear2d_kernel(kn_node *n) {
-    bool align = n->attrs.i[0];
+    bool align = KN_ATTRS(n, upsample_bilinear2d)->align_corners;
     WITH_PLANES(n, bilinear_float(&p, x, y, align), bilinear_double(&p, x, y, align));
 }

@@ -9,41 +9,41 @@
 /* Element i of operand k (type T) when the run is strided. */
 #define AT(T, k, i) (((T *)ptr[k])[(i) * stride[k]])
 
-/* AdamW on one element: p, m, v updated from g; a is the node's f[] (see optim.def). */
-#define ADAMW_ELEM(CT, p, m, v, g, a, small)                                                  \
-    do {                                                                                      \
-        p = p * (CT)a[0];                                                                     \
-        /* exp_avg.lerp_(grad, 1 - beta1): torch picks the form by the weight's size */       \
-        m = small ? m + (CT)a[1] * (g - m) : g - (g - m) * ((CT)1 - (CT)a[1]);                \
-        v = v * (CT)a[2] + (CT)a[3] * g * g;                                                  \
-        CT denom_ = sqrt##CT##_fn(v) / (CT)a[5] + (CT)a[6];                                   \
-        p = p + -(CT)a[4] * m / denom_;                                                       \
+/* AdamW on one element: p, m, v updated from g; a is the node's kn_attrs_adamw_update. */
+#define ADAMW_ELEM(CT, p, m, v, g, a, small)                                                         \
+    do {                                                                                             \
+        p = p * (CT)a->decay;                                                                        \
+        /* exp_avg.lerp_(grad, 1 - beta1): torch picks the form by the weight's size */              \
+        m = small ? m + (CT)a->beta1_weight * (g - m) : g - (g - m) * ((CT)1 - (CT)a->beta1_weight); \
+        v = v * (CT)a->beta2 + (CT)a->one_minus_beta2 * g * g;                                       \
+        CT denom_ = sqrt##CT##_fn(v) / (CT)a->bias_correction2_sqrt + (CT)a->eps;                    \
+        p = p + -(CT)a->step_size * m / denom_;                                                      \
     } while (0)
 #define sqrtfloat_fn sqrtf
 #define sqrtdouble_fn sqrt
 
 /* Operands: 0 param (T), 1 exp_avg, 2 exp_avg_sq (CT), 3 grad (T). */
-#define ADAMW_INNER(sfx, T, CT, LD, ST)                                                       \
-    static int adamw_##sfx(char *const *ptr, const int64_t *stride, int64_t n, const kn_attrs *attrs) { \
-        const double *a = attrs->f;                                                           \
-        bool small = fabs(a[1]) < 0.5;                                                        \
-        if (stride[0] == 1 && stride[1] == 1 && stride[2] == 1 && stride[3] == 1) {           \
-            T *restrict pp = (T *)ptr[0];                                                     \
-            CT *restrict mp = (CT *)ptr[1], *restrict vp = (CT *)ptr[2];                      \
-            const T *restrict gp = (const T *)ptr[3];                                         \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                             \
-                CT p = LD(pp[i]), m = mp[i], v = vp[i], g = LD(gp[i]);                        \
-                ADAMW_ELEM(CT, p, m, v, g, a, small);                                         \
-                pp[i] = ST(p), mp[i] = m, vp[i] = v;                                          \
-            }                                                                                 \
-            return 0;                                                                         \
-        }                                                                                     \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            CT p = LD(AT(T, 0, i)), m = AT(CT, 1, i), v = AT(CT, 2, i), g = LD(AT(T, 3, i));  \
-            ADAMW_ELEM(CT, p, m, v, g, a, small);                                             \
-            AT(T, 0, i) = ST(p), AT(CT, 1, i) = m, AT(CT, 2, i) = v;                          \
-        }                                                                                     \
-        return 0;                                                                             \
+#define ADAMW_INNER(sfx, T, CT, LD, ST)                                                           \
+    static int adamw_##sfx(char *const *ptr, const int64_t *stride, int64_t n, const void *ctx) { \
+        const kn_attrs_adamw_update *a = &((const kn_attrs *)ctx)->adamw_update;                  \
+        bool small = fabs(a->beta1_weight) < 0.5;                                                 \
+        if (stride[0] == 1 && stride[1] == 1 && stride[2] == 1 && stride[3] == 1) {               \
+            T *restrict pp = (T *)ptr[0];                                                         \
+            CT *restrict mp = (CT *)ptr[1], *restrict vp = (CT *)ptr[2];                          \
+            const T *restrict gp = (const T *)ptr[3];                                             \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+                CT p = LD(pp[i]), m = mp[i], v = vp[i], g = LD(gp[i]);                            \
+                ADAMW_ELEM(CT, p, m, v, g, a, small);                                             \
+                pp[i] = ST(p), mp[i] = m, vp[i] = v;                                              \
+            }                                                                                     \
+            return 0;                                                                             \
+        }                                                                                         \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            CT p = LD(AT(T, 0, i)), m = AT(CT, 1, i), v = AT(CT, 2, i), g = LD(AT(T, 3, i));      \
+            ADAMW_ELEM(CT, p, m, v, g, a, small);                                                 \
+            AT(T, 0, i) = ST(p), AT(CT, 1, i) = m, AT(CT, 2, i) = v;                              \
+        }                                                                                         \
+        return 0;                                                                                 \
     }
 ADAMW_INNER(f32, float, float, KN_LD, KN_ST)
 ADAMW_INNER(f64, double, double, KN_LD, KN_ST)
@@ -53,44 +53,46 @@ ADAMW_INNER(bf16, uint16_t, float, KN_LD_BF16, KN_ST_BF16)
 /* SGD on one element: g is the grad, b the buffer (when momentum != 0). */
 #define SGD_ELEM(CT, p, g, b, a, nesterov, first, has_buf)                                    \
     do {                                                                                      \
-        if (a[3] != 0) g = g + (CT)a[3] * p;                                                  \
+        if (a->weight_decay != 0) g = g + (CT)a->weight_decay * p;                            \
         if (has_buf) {                                                                        \
-            b = first ? g : b * (CT)a[1] + (CT)(1 - a[2]) * g;                                \
-            g = nesterov ? g + (CT)a[1] * b : b;                                              \
+            b = first ? g : b * (CT)a->momentum + (CT)(1 - a->dampening) * g;                 \
+            g = nesterov ? g + (CT)a->momentum * b : b;                                       \
         }                                                                                     \
-        p = p + (CT)(-a[0]) * g;                                                              \
+        p = p + (CT)(-a->lr) * g;                                                             \
     } while (0)
 
-/* Operands: 0 param, 1 grad, 2 momentum buffer (when attrs i[2]), all T. */
-#define SGD_INNER(sfx, T, CT, LD, ST)                                                         \
-    static int sgd_##sfx(char *const *ptr, const int64_t *stride, int64_t n, const kn_attrs *attrs) { \
-        const double *a = attrs->f;                                                           \
-        bool nesterov = attrs->i[0], first = attrs->i[1], has_buf = attrs->i[2];              \
-        if (stride[0] == 1 && stride[1] == 1 && (!has_buf || stride[2] == 1)) {               \
-            T *restrict pp = (T *)ptr[0], *restrict bp = has_buf ? (T *)ptr[2] : NULL;        \
-            const T *restrict gp = (const T *)ptr[1];                                         \
-            if (!has_buf) {                                                                   \
-                _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                         \
-                    CT p = LD(pp[i]), g = LD(gp[i]), b = 0;                                   \
-                    SGD_ELEM(CT, p, g, b, a, false, false, false);                            \
-                    pp[i] = ST(p);                                                            \
-                }                                                                             \
-                return 0;                                                                     \
-            }                                                                                 \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                             \
-                CT p = LD(pp[i]), g = LD(gp[i]), b = LD(bp[i]);                               \
-                SGD_ELEM(CT, p, g, b, a, nesterov, first, true);                              \
-                pp[i] = ST(p), bp[i] = ST(b);                                                 \
-            }                                                                                 \
-            return 0;                                                                         \
-        }                                                                                     \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            CT p = LD(AT(T, 0, i)), g = LD(AT(T, 1, i)), b = has_buf ? LD(AT(T, 2, i)) : 0;   \
-            SGD_ELEM(CT, p, g, b, a, nesterov, first, has_buf);                               \
-            AT(T, 0, i) = ST(p);                                                              \
-            if (has_buf) AT(T, 2, i) = ST(b);                                                 \
-        }                                                                                     \
-        return 0;                                                                             \
+/* Operands: 0 param, 1 grad, 2 momentum buffer (when present), all T. */
+#define SGD_INNER(sfx, T, CT, LD, ST)                                                           \
+    static int sgd_##sfx(char *const *ptr, const int64_t *stride, int64_t n, const void *ctx) { \
+        const kn_attrs *at = ctx;                                                               \
+        const kn_attrs_sgd_update *a = &at->sgd_update;                                         \
+        bool nesterov = a->nesterov, first = a->first_step;                                     \
+        bool has_buf = kn_input_pos(at, KN_SLOT(sgd_update, momentum_buffer)) >= 0;             \
+        if (stride[0] == 1 && stride[1] == 1 && (!has_buf || stride[2] == 1)) {                 \
+            T *restrict pp = (T *)ptr[0], *restrict bp = has_buf ? (T *)ptr[2] : NULL;          \
+            const T *restrict gp = (const T *)ptr[1];                                           \
+            if (!has_buf) {                                                                     \
+                _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                           \
+                    CT p = LD(pp[i]), g = LD(gp[i]), b = 0;                                     \
+                    SGD_ELEM(CT, p, g, b, a, false, false, false);                              \
+                    pp[i] = ST(p);                                                              \
+                }                                                                               \
+                return 0;                                                                       \
+            }                                                                                   \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                               \
+                CT p = LD(pp[i]), g = LD(gp[i]), b = LD(bp[i]);                                 \
+                SGD_ELEM(CT, p, g, b, a, nesterov, first, true);                                \
+                pp[i] = ST(p), bp[i] = ST(b);                                                   \
+            }                                                                                   \
+            return 0;                                                                           \
+        }                                                                                       \
+        for (int64_t i = 0; i < n; i++) {                                                       \
+            CT p = LD(AT(T, 0, i)), g = LD(AT(T, 1, i)), b = has_buf ? LD(AT(T, 2, i)) : 0;     \
+            SGD_ELEM(CT, p, g, b, a, nesterov, first, has_buf);                                 \
+            AT(T, 0, i) = ST(p);                                                                \
+            if (has_buf) AT(T, 2, i) = ST(b);                                                   \
+        }                                                                                       \
+        return 0;                                                                               \
     }
 SGD_INNER(f32, float, float, KN_LD, KN_ST)
 SGD_INNER(f64, double, double, KN_LD, KN_ST)

@@ -106,9 +106,9 @@ static kn_status column_sums(kn_node *n, bool mean, int64_t rows, int64_t cols) 
 static kn_status sum_like(kn_node *n, bool mean) {
     kn_tensor *x = n->in[0], *out = n->out[0];
     int64_t rows, cols;
-    if (leading_reduced(x, n->attrs.s[0], &rows, &cols)) return column_sums(n, mean, rows, cols);
+    if (leading_reduced(x, KN_ATTRS(n, reduce)->dims, &rows, &cols)) return column_sums(n, mean, rows, cols);
     kn_reduce_plan p;
-    kn_status st = kn_reduce_plan_make(&p, x, n->attrs.s[0]);
+    kn_status st = kn_reduce_plan_make(&p, x, KN_ATTRS(n, reduce)->dims);
     if (st != KN_OK) return st;
     int64_t outer = p.outer, inner = p.inner;
     size_t esize = kn_dtype_size(x->dtype);
@@ -233,13 +233,14 @@ static void var_row(kn_node *n, const void *row, int64_t len, int64_t r, void *s
     for (int64_t i = 0; i < len; i++) mean += v[i];
     mean /= (double)len;
     for (int64_t i = 0; i < len; i++) ss += (v[i] - mean) * (v[i] - mean);
-    double var = ss / fmax(0.0, (double)len - n->attrs.f[0]);
+    double correction = n->op == KN_OP_std ? KN_ATTRS(n, std)->correction : KN_ATTRS(n, var)->correction;
+    double var = ss / fmax(0.0, (double)len - correction);
     kn_reduce_store_f64(n->out[0], r, n->op == KN_OP_std ? sqrt(var) : var);
 }
 static kn_status var_kernel(kn_node *n) { return kn_reduce_rows(n, var_row); }
 
 static void norm_row(kn_node *n, const void *row, int64_t len, int64_t r, void *scratch) {
-    double *v = scratch, p = n->attrs.f[0], acc = 0;
+    double *v = scratch, p = KN_ATTRS(n, norm)->p, acc = 0;
     kn_reduce_load_f64(n->in[0]->dtype, row, len, v);
     for (int64_t i = 0; i < len; i++) v[i] = fabs(v[i]);
     if (p == INFINITY || p == -INFINITY) {

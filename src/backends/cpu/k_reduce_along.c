@@ -12,7 +12,7 @@ typedef void (*along_fn)(kn_dtype dt, const void *in, void *out, int64_t len, vo
 
 static kn_status run_along(kn_node *n, along_fn fn) {
     kn_tensor *x = n->in[0], *out = n->out[0];
-    kn_shape reduced = n->attrs.s[0];
+    kn_shape reduced = KN_ATTRS(n, reduce)->dims;
     kn_reduce_plan p;
     kn_status st = kn_reduce_plan_make(&p, x, reduced);
     if (st != KN_OK) return st;
@@ -167,7 +167,7 @@ SOFTMAX_COLS_FN(double, f64)
  * false to take the row path. */
 static bool softmax_by_columns(kn_node *n, bool take_log) {
     kn_tensor *x = n->in[0];
-    kn_shape reduced = n->attrs.s[0];
+    kn_shape reduced = KN_ATTRS(n, reduce)->dims;
     if ((x->dtype != KN_F32 && x->dtype != KN_F64) || !kn_tensor_is_contiguous(x) || reduced.n != 1) return false;
     int dim = (int)reduced.v[0];
     int64_t outer = 1, len = x->shape[dim], inner = 1;

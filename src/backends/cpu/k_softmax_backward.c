@@ -51,7 +51,7 @@ SOFTMAX_BWD(double, f64)
 
 static kn_status softmax_bwd(kn_node *n, bool is_log) {
     kn_tensor *g = n->in[0], *y = n->in[1], *out = n->out[0];
-    kn_shape reduced = n->attrs.s[0];
+    kn_shape reduced = KN_ATTRS(n, reduce)->dims;
     int dim = reduced.n ? (int)reduced.v[0] : -1; /* a 0-d tensor is one row of one */
     int64_t outer = 1, len = dim < 0 ? 1 : g->shape[dim], inner = 1;
     for (int d = 0; d < g->ndim; d++) {

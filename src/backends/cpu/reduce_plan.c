@@ -82,7 +82,7 @@ void kn_reduce_store_i64(kn_tensor *t, int64_t i, int64_t v) {
 
 kn_status kn_reduce_rows(kn_node *n, kn_reduce_row_fn fn) {
     kn_reduce_plan p;
-    kn_status st = kn_reduce_plan_make(&p, n->in[0], n->attrs.s[0]);
+    kn_status st = kn_reduce_plan_make(&p, n->in[0], KN_ATTRS(n, reduce)->dims);
     if (st != KN_OK) return st;
     int64_t inner = p.inner;
     size_t esize = kn_dtype_size(n->in[0]->dtype);

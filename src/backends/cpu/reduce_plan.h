@@ -36,7 +36,7 @@ void kn_reduce_load_i64(kn_dtype dt, const void *src, int64_t n, int64_t *dst);
 void kn_reduce_store_f64(kn_tensor *t, int64_t i, double v);
 void kn_reduce_store_i64(kn_tensor *t, int64_t i, int64_t v);
 
-/* Runs fn on every row of the plan of n->in[0] over attrs.s[0]: row r has `len` elements
+/* Runs fn on every row of the plan of n->in[0] over its reduce dims: row r has `len` elements
  * at `row`; `scratch` holds len doubles for the calling thread. */
 typedef void (*kn_reduce_row_fn)(kn_node *n, const void *row, int64_t len, int64_t r, void *scratch);
 kn_status kn_reduce_rows(kn_node *n, kn_reduce_row_fn fn);
