@@ -34,12 +34,12 @@ typedef struct kn_op_param_info {
 } kn_op_param_info;
 
 /* Inputs plus attributes of op `index`; 0 if index is out of range. */
-int kn_op_param_count(int index);
+KN_API int kn_op_param_count(int index);
 /* Parameter k of op `index`; false if either is out of range. */
-bool kn_op_get_param(int index, int k, kn_op_param_info *out);
+KN_API bool kn_op_get_param(int index, int k, kn_op_param_info *out);
 /* "layer_norm(x, weight?, bias?; inner: i64, eps: f64)" into buf (truncated to size; `?`
  * marks an optional input, `...` any number); returns the length it wanted, 0 for a bad index. */
-size_t kn_op_signature(int index, char *buf, size_t size);
+KN_API size_t kn_op_signature(int index, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

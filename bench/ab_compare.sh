@@ -1,0 +1,64 @@
+#!/bin/sh
+# Before/after: kiln's own benchmarks (bench_core, bench_blocks) and the GPT-2 124M training
+# step (B=4, T=64, AdamW, f32, 2 threads, strict and fused) from two build folders, alternated
+# over ROUNDS rounds in one run, so that both see the same machine. Prints each result's median
+# per build and after/before (for times, > 1 means the after build is slower; for rates, the
+# reverse is marked in the unit column).
+#
+#   sh bench/ab_compare.sh BEFORE_BUILD AFTER_BUILD      # ROUNDS=2 STEPS=6 WARMUP=2 by default
+set -u
+BEFORE=$1 AFTER=$2
+ROUNDS=${ROUNDS:-2}
+STEPS=${STEPS:-6}
+WARMUP=${WARMUP:-2}
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+echo "uptime at start: $(uptime)"
+python3 -c "
+import random, struct, sys
+random.seed(0)
+sys.stdout.buffer.write(struct.pack('<%dH' % 65536, *(random.randrange(50257) for _ in range(65536))))
+" > "$OUT/tokens.bin"
+
+gpt2_step() { # build mode label
+    KILN_THREADS=2 "$1/kiln" train gpt2 --data "$OUT/tokens.bin" --batch 4 --seq 64 \
+        --steps $((STEPS + WARMUP)) --warmup 0 --mode "$2" --log "$OUT/step.jsonl" --quiet > /dev/null 2>&1 || return
+    python3 -c "
+import json, statistics
+rows = [json.loads(l) for l in open('$OUT/step.jsonl')][$WARMUP:]
+print(json.dumps({'impl': 'kiln', 'bench': 'gpt2_step', 'shape': '$2', 'unit': 'ms',
+                  'value': statistics.median(r['ms'] for r in rows)}))
+if 'peak_mib' in rows[0]:
+    print(json.dumps({'impl': 'kiln', 'bench': 'gpt2_step_peak', 'shape': '$2', 'unit': 'MiB',
+                      'value': max(r['peak_mib'] for r in rows)}))"
+}
+
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+    for side in before after; do
+        if [ "$side" = before ]; then b=$BEFORE; else b=$AFTER; fi
+        {
+            "$b/bench_core"
+            "$b/bench_blocks"
+            gpt2_step "$b" strict
+            gpt2_step "$b" fused
+        } 2>/dev/null | grep '^{' | sed "s/^{/{\"side\": \"$side\", /" >> "$OUT/all.jsonl"
+        echo "round $r $side done ($(uptime | sed 's/.*load/load/'))"
+    done
+    r=$((r + 1))
+done
+
+python3 - "$OUT/all.jsonl" <<'EOF'
+import json, statistics, sys
+vals = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("impl") != "kiln": continue
+    vals.setdefault((r["bench"], r["shape"], r["unit"]), {}).setdefault(r["side"], []).append(r["value"])
+print("%-24s %-34s %-10s %12s %12s %8s" % ("bench", "shape", "unit", "before", "after", "after/before"))
+for (bench, shape, unit), v in vals.items():
+    if "before" not in v or "after" not in v: continue
+    b, a = statistics.median(v["before"]), statistics.median(v["after"])
+    print("%-24s %-34s %-10s %12.4g %12.4g %8.3f" % (bench, shape[:34], unit, b, a, a / b if b else float("nan")))
+EOF
+echo "uptime at end: $(uptime)"
