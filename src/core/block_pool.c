@@ -15,6 +15,14 @@ static size_t size_class(size_t bytes) {
 
 static size_t bucket_of(size_t cls) { return (size_t)((cls * 0x9E3779B97F4A7C15ull) >> 54) % KN_ALLOC_BUCKETS; }
 
+/* A block of class cls goes to a caller; the lock is held. */
+static void count_handed_out(kn_block_pool *a, size_t cls) {
+    a->stats.allocated_bytes += (int64_t)cls;
+    a->stats.allocated_total_bytes += (int64_t)cls;
+    if (a->stats.allocated_bytes > a->stats.peak_allocated_bytes)
+        a->stats.peak_allocated_bytes = a->stats.allocated_bytes;
+}
+
 kn_pool_block *kn_block_pool_alloc(kn_block_pool *a, size_t bytes) {
     if (bytes > ((size_t)1 << 56)) return NULL;
     size_t cls = size_class(bytes);
@@ -27,10 +35,7 @@ kn_pool_block *kn_block_pool_alloc(kn_block_pool *a, size_t bytes) {
         *p = b->next;
         a->stats.cache_hits++;
         a->stats.cached_bytes -= (int64_t)cls;
-        a->stats.allocated_bytes += (int64_t)cls;
-        a->stats.allocated_total_bytes += (int64_t)cls;
-        if (a->stats.allocated_bytes > a->stats.peak_allocated_bytes)
-            a->stats.peak_allocated_bytes = a->stats.allocated_bytes;
+        count_handed_out(a, cls);
         pthread_mutex_unlock(&a->lock);
         return b;
     }
@@ -52,10 +57,7 @@ kn_pool_block *kn_block_pool_alloc(kn_block_pool *a, size_t bytes) {
     pthread_mutex_lock(&a->lock);
     a->stats.system_allocs++;
     a->stats.reserved_bytes += (int64_t)cls;
-    a->stats.allocated_bytes += (int64_t)cls;
-    a->stats.allocated_total_bytes += (int64_t)cls;
-    if (a->stats.allocated_bytes > a->stats.peak_allocated_bytes)
-        a->stats.peak_allocated_bytes = a->stats.allocated_bytes;
+    count_handed_out(a, cls);
     pthread_mutex_unlock(&a->lock);
     return b;
 }
