@@ -226,6 +226,50 @@ static void test_held_intermediates_are_stored(void) {
     kn_scope_pop();
 }
 
+/* Memory handed out by the CPU allocator since start-up, once queued work has finished. */
+static int64_t bytes_handed_out(void) {
+    kn_sync();
+    kn_memory_stats m;
+    kn_memory_stats_get(KN_CPU, &m);
+    return m.allocated_total_bytes;
+}
+
+/* exp(x) * 2 + 1 with the two intermediates released before anything reads them: in fused
+ * mode they never escape the generated kernel, so they take no memory at all, where strict
+ * mode allocates all three results (the allocator's counters tell). */
+static int64_t chain_bytes(kn_mode mode, kn_tensor *x, double *out0) {
+    kn_set_mode(mode);
+    int64_t before = bytes_handed_out();
+    kn_tensor *a = kn_exp(x), *b = kn_mul_scalar(a, 2.0), *c = kn_add_scalar(b, 1.0);
+    kn_release(a);
+    kn_release(b);
+    int64_t used = bytes_handed_out() - before;
+    double *v = read_f64(c);
+    *out0 = v ? v[0] : NAN;
+    free(v);
+    kn_release(c);
+    kn_set_mode(KN_MODE_STRICT);
+    return used;
+}
+
+static void test_unseen_intermediates_get_no_storage(void) {
+    kn_scope_push();
+    int64_t n = 1 << 20, bytes = n * 4; /* 4 MiB: a size class of its own */
+    kn_tensor *x = rand_tensor(KN_SHAPE(n), KN_F32, -1, 1);
+    double strict0, fused0, x0;
+    int64_t strict = chain_bytes(KN_MODE_STRICT, x, &strict0), fused = chain_bytes(KN_MODE_FUSED, x, &fused0);
+    double *xv = read_f64(x);
+    x0 = xv ? xv[0] : NAN;
+    free(xv);
+    CHECK_MSG(strict == 3 * bytes, "strict mode allocated %lld bytes for the chain, want %lld", (long long)strict,
+              (long long)(3 * bytes));
+    CHECK_MSG(fused == bytes, "fused mode allocated %lld bytes for the chain, want %lld (its result only)",
+              (long long)fused, (long long)bytes);
+    CHECK_MSG(fused0 == strict0 && fabs(fused0 - (exp(x0) * 2 + 1)) < 1e-5 * fabs(fused0), "c[0] = %g fused, %g strict",
+              fused0, strict0);
+    kn_scope_pop();
+}
+
 /* A sequence length that grows by one each step compiles a bounded number of kernels. */
 static void test_growing_sizes_do_not_recompile(void) {
     kn_scope_push();
@@ -285,6 +329,7 @@ int main(void) {
     RUN(test_reduction_epilogues);
     RUN(test_layer_norm_is_one_kernel);
     RUN(test_held_intermediates_are_stored);
+    RUN(test_unseen_intermediates_get_no_storage);
     RUN(test_growing_sizes_do_not_recompile);
     RUN(test_recompile_storm_is_reported);
     return test_summary();

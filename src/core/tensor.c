@@ -24,21 +24,36 @@ static void storage_header_init(kn_storage *s, kn_device device, kn_backend *b, 
     s->bytes = bytes;
     s->data = data;
     s->block = NULL;
+    s->deferred = false;
     s->release = release;
     s->release_ctx = ctx;
     atomic_init(&s->version, 0);
 }
 
-kn_storage *kn_storage_new(const char *op, kn_device device, size_t bytes) {
+kn_storage *kn_storage_new_deferred(const char *op, kn_device device, size_t bytes) {
     kn_backend *b = kn_backend_get(device);
     if (!b) return NULL;
     kn_storage *s = kn_recycler_get(&storage_headers);
     if (!s) return kn_error_null(KN_ERR_OOM, "%s: out of host memory for a storage header", op);
     storage_header_init(s, device, b, bytes, NULL, NULL, NULL);
-    if (b->alloc(device.index, bytes, &s->data, &s->block) != KN_OK) {
+    s->deferred = true;
+    return s;
+}
+
+kn_status kn_storage_realize(kn_storage *s, const char *op) {
+    if (!s->deferred) return KN_OK;
+    if (s->backend->alloc(s->device.index, s->bytes, &s->data, &s->block) != KN_OK)
+        return kn_error(KN_ERR_OOM, "%s: allocating %zu bytes on %s:%d failed", op, s->bytes,
+                        kn_device_type_name(s->device.type), s->device.index);
+    s->deferred = false;
+    return KN_OK;
+}
+
+kn_storage *kn_storage_new(const char *op, kn_device device, size_t bytes) {
+    kn_storage *s = kn_storage_new_deferred(op, device, bytes);
+    if (s && kn_storage_realize(s, op) != KN_OK) {
         kn_recycler_put(&storage_headers, s);
-        return kn_error_null(KN_ERR_OOM, "%s: allocating %zu bytes on %s failed", op, bytes,
-                             kn_device_type_name(device.type));
+        return NULL;
     }
     return s;
 }
@@ -61,7 +76,7 @@ void kn_storage_release(kn_storage *s) {
     /* Safe without waiting, on any stream: every node that used the block held this storage
      * until it had run (docs/decisions.md, "Streams, events and node lifetime"). */
     if (s->release) s->release(s->release_ctx);
-    else s->backend->free(s->device.index, s->block);
+    else if (!s->deferred) s->backend->free(s->device.index, s->block);
     kn_recycler_put(&storage_headers, s);
 }
 
@@ -127,15 +142,25 @@ static bool shape_bytes(const char *op, kn_dtype dtype, const int64_t *shape, in
     return true;
 }
 
-kn_tensor *kn_tensor_alloc(const char *op, kn_dtype dtype, const int64_t *shape, int ndim, kn_device device) {
+static kn_tensor *tensor_alloc(const char *op, kn_dtype dtype, const int64_t *shape, int ndim, kn_device device,
+                               bool deferred) {
     size_t bytes;
     if (!kn_dtype_valid(dtype)) return kn_error_null(KN_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dtype);
     if (!shape_bytes(op, dtype, shape, ndim, &bytes)) return NULL;
-    kn_storage *s = kn_storage_new(op, device, bytes);
+    kn_storage *s = deferred ? kn_storage_new_deferred(op, device, bytes) : kn_storage_new(op, device, bytes);
     if (!s) return NULL;
     int64_t stride[KN_MAX_DIMS];
     kn_contiguous_strides(shape, ndim, stride);
     return kn_tensor_wrap(s, dtype, shape, ndim, stride, 0);
+}
+
+kn_tensor *kn_tensor_alloc(const char *op, kn_dtype dtype, const int64_t *shape, int ndim, kn_device device) {
+    return tensor_alloc(op, dtype, shape, ndim, device, false);
+}
+
+kn_tensor *kn_tensor_alloc_deferred(const char *op, kn_dtype dtype, const int64_t *shape, int ndim,
+                                    kn_device device) {
+    return tensor_alloc(op, dtype, shape, ndim, device, true);
 }
 
 kn_tensor *kn_tensor_view_of(const kn_tensor *t, const int64_t *shape, int ndim, const int64_t *stride,

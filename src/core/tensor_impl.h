@@ -19,6 +19,10 @@ typedef struct kn_storage {
     void *data;     /* NULL for zero bytes and on the meta device */
     size_t bytes;
     void *block;    /* the allocator's handle */
+    /* A value not realized yet: no memory until the node that writes it is launched
+     * (kn_storage_realize). A storage freed unrealized never took any (fused mode's
+     * intermediates that no one can see). */
+    bool deferred;
     /* Memory kiln did not allocate (a mapped file): released by calling release(release_ctx)
      * instead of the allocator. NULL for allocator blocks. */
     void (*release)(void *ctx);
@@ -48,6 +52,9 @@ kn_tensor *kn_tensor_wrap(kn_storage *storage, kn_dtype dtype, const int64_t *sh
 /* A new contiguous tensor with fresh storage on `device`; NULL (and an error naming op) on failure. */
 kn_tensor *kn_tensor_alloc(const char *op, kn_dtype dtype, const int64_t *shape, int ndim,
                            kn_device device);
+/* The same over a deferred storage (kn_storage_new_deferred). */
+kn_tensor *kn_tensor_alloc_deferred(const char *op, kn_dtype dtype, const int64_t *shape, int ndim,
+                                    kn_device device);
 /* A view of t: same storage, new shape/strides/offset. */
 kn_tensor *kn_tensor_view_of(const kn_tensor *t, const int64_t *shape, int ndim,
                              const int64_t *stride, int64_t offset);
@@ -62,6 +69,10 @@ static inline void *kn_tensor_data(const kn_tensor *t) {
 }
 
 kn_storage *kn_storage_new(const char *op, kn_device device, size_t bytes);
+/* The same, with its memory deferred: kn_storage_realize allocates it. */
+kn_storage *kn_storage_new_deferred(const char *op, kn_device device, size_t bytes);
+/* Gives a deferred storage its memory (a no-op for one that has it); an error naming op. */
+kn_status kn_storage_realize(kn_storage *s, const char *op);
 /* A storage over `bytes` of memory at data that kiln does not own (a file mapping on the CPU);
  * release(ctx) runs when the last reference goes, after every kernel that used it (nodes hold
  * references). On failure release(ctx) has already run. */

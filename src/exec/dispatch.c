@@ -105,6 +105,7 @@ bool kn_op_begin_on(kn_opctx *c, kn_op_id op, int n_in, kn_tensor *const *in, kn
                               kn_dtype_name(in[i]->dtype), kn_op_name(op), list) != NULL;
         }
     c->backend = kn_backend_get(c->device);
+    c->defer = kn_scheduler_for(kn_get_mode())->defers_storage;
     if (!c->backend || !(n->stream = kn_stream_of(c->device))) {
         kn_node_free(n);
         c->node = NULL;
@@ -136,7 +137,7 @@ bool kn_op_dim(kn_opctx *c, int64_t dim, int ndim, int64_t *out) {
 kn_tensor *kn_op_output(kn_opctx *c, kn_dtype dtype, const int64_t *shape, int ndim) {
     kn_node *n = c->node;
     if (n->n_out == KN_NODE_MAX_OUT) return kn_op_fail(c, KN_ERR_INTERNAL, "too many outputs");
-    kn_tensor *t = kn_tensor_alloc(kn_op_name(n->op), dtype, shape, ndim, c->device);
+    kn_tensor *t = (c->defer ? kn_tensor_alloc_deferred : kn_tensor_alloc)(kn_op_name(n->op), dtype, shape, ndim, c->device);
     if (!t) {
         /* keep the allocator's message but name the inputs too */
         char msg[512];
@@ -175,7 +176,24 @@ static kn_status run_node(void *arg) {
 /* The completion: exec releases the node on a host thread (kn_tasks_drain), never the backend. */
 static void node_done(void *arg) { kn_node_free(arg); }
 
+/* The node's outputs get their memory now if their mode deferred it. Its inputs were realized
+ * by the nodes that wrote them, launched before it. */
+static kn_status realize_operands(const kn_node *n) {
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i]->storage->deferred)
+            return kn_error(KN_ERR_INTERNAL, "%s: input %d has no value: nothing launched before it wrote it",
+                            kn_op_name(n->op), i);
+    for (int i = 0; i < n->n_out; i++)
+        if (kn_storage_realize(n->out[i]->storage, kn_op_name(n->op)) != KN_OK) return kn_last_status();
+    return KN_OK;
+}
+
 void kn_node_launch(kn_node *n) {
+    if (realize_operands(n) != KN_OK) { /* the stream's error, as if its kernel had failed */
+        kn_stream_fail(n->stream, kn_last_status());
+        kn_node_free(n);
+        return;
+    }
     n->task = (kn_task){run_node, node_done, n, NULL};
     n->stream->backend->launch(n->stream, &n->task);
 }

@@ -19,6 +19,7 @@ typedef struct kn_opctx {
     kn_node *node;
     kn_device device;
     kn_backend *backend;
+    bool defer; /* outputs get deferred storage (the mode's scheduler realizes them at launch) */
 } kn_opctx;
 
 /* Starts recording op with n_in inputs (any may be a view). Fails if an input is NULL (the

@@ -60,10 +60,30 @@ static int uses_within(kn_node *const *nodes, int first, int count, const kn_ten
     return uses;
 }
 
+/* Whether input i of node j is the first use of its handle inside the group. */
+static bool first_use(kn_node *const *nodes, int first, int j, int i) {
+    const kn_tensor *h = nodes[j]->in[i];
+    for (int q = first; q <= j; q++)
+        for (int k = 0; k < (q == j ? i : nodes[q]->n_in); k++)
+            if (nodes[q]->in[k] == h) return false;
+    return true;
+}
+
 /* Outside the group, something can still see t: another reference than the producing node's
- * and the group's uses, or another tensor on its storage (a view). */
+ * and the group's uses, or another tensor on its storage (a view) that is not merely a handle
+ * the group's own nodes hold to the same elements (an op's API function may hand its node a
+ * fresh handle of an input). */
 static bool escapes(kn_node *const *nodes, int first, int count, kn_tensor *t) {
-    return atomic_load(&t->refs) > 1 + uses_within(nodes, first, count, t) || atomic_load(&t->storage->refs) > 1;
+    if (atomic_load(&t->refs) > 1 + uses_within(nodes, first, count, t)) return true;
+    int headers = 1; /* t's */
+    for (int j = first; j < first + count; j++)
+        for (int i = 0; i < nodes[j]->n_in; i++) {
+            kn_tensor *h = nodes[j]->in[i];
+            if (h == t || h->storage != t->storage || !first_use(nodes, first, j, i)) continue;
+            if (!kn_tensor_same_view(h, t) || atomic_load(&h->refs) > uses_within(nodes, first, count, h)) return true;
+            headers++;
+        }
+    return atomic_load(&t->storage->refs) > headers;
 }
 
 static bool reduces(const group *g) { return g->ir.reduce_op != KN_OP_COUNT; }

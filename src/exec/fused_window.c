@@ -65,4 +65,4 @@ static kn_status fused_realize(void) {
     return st;
 }
 
-const kn_scheduler kn_fused_scheduler = {"fused", fused_submit, fused_realize};
+const kn_scheduler kn_fused_scheduler = {"fused", fused_submit, fused_realize, true};

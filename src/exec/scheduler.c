@@ -15,8 +15,8 @@ static kn_status debug_submit(kn_backend *b, kn_node *n) {
     return kn_node_run_now(n);
 }
 
-const kn_scheduler kn_strict_scheduler = {"strict", strict_submit, NULL};
-const kn_scheduler kn_debug_scheduler = {"debug", debug_submit, NULL};
+const kn_scheduler kn_strict_scheduler = {"strict", strict_submit, NULL, false};
+const kn_scheduler kn_debug_scheduler = {"debug", debug_submit, NULL, false};
 
 static const kn_scheduler *const by_mode[KN_MODE_COUNT] = {
     [KN_MODE_STRICT] = &kn_strict_scheduler,

@@ -14,6 +14,9 @@ typedef struct kn_scheduler {
     /* Launches everything it holds, in record order; the first error. NULL for a scheduler
      * that holds nothing. */
     kn_status (*realize)(void);
+    /* Whether the outputs it is handed get their memory only when their node is launched (fused
+     * mode: an intermediate a fused kernel never stores gets none). */
+    bool defers_storage;
 } kn_scheduler;
 
 /* strict: queued on the device's stream. debug: run at once and waited for (the checks are
