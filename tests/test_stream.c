@@ -75,6 +75,7 @@ static void test_cross_stream_wait(void) {
     const float v[4] = {1, 2, 3, 4};
     kn_scope_push();
     kn_tensor *x = vec(v, 4, KN_CPU);
+    CHECK(kn_sync() == KN_OK); /* x is written on the default stream, which A does not wait for */
     kn_stream *a = kn_stream_new(KN_CPU), *b = kn_stream_new(KN_CPU);
     kn_event *start = kn_event_new(), *done_a = kn_event_new(), *done_b = kn_event_new();
     atomic_store(&gate_open, 0);
