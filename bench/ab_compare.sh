@@ -1,9 +1,10 @@
 #!/bin/sh
 # Before/after: kiln's own benchmarks (bench_core, bench_blocks) and the GPT-2 124M training
 # step (B=4, T=64, AdamW, f32, 2 threads, strict and fused) from two build folders, alternated
-# over ROUNDS rounds in one run, so that both see the same machine. Prints each result's median
-# per build and after/before (for times, > 1 means the after build is slower; for rates, the
-# reverse is marked in the unit column).
+# over ROUNDS rounds in one run, so that both see the same machine. Prints each result's best
+# round per build (the least time, the highest rate: this host's noise only ever slows a run)
+# and after/before of those, then the medians. For times, after/before > 1 means the after
+# build is slower; for rates (gflops, gbps) it means faster.
 #
 #   sh bench/ab_compare.sh BEFORE_BUILD AFTER_BUILD      # ROUNDS=2 STEPS=6 WARMUP=2 by default
 set -u
@@ -55,10 +56,14 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     if r.get("impl") != "kiln": continue
     vals.setdefault((r["bench"], r["shape"], r["unit"]), {}).setdefault(r["side"], []).append(r["value"])
-print("%-24s %-34s %-10s %12s %12s %8s" % ("bench", "shape", "unit", "before", "after", "after/before"))
+RATES = ("gflops", "gbps")
+print("%-24s %-34s %-10s %12s %12s %8s %12s %12s" % ("bench", "shape", "unit", "best before", "best after",
+                                                     "after/before", "median bef.", "median aft."))
 for (bench, shape, unit), v in vals.items():
     if "before" not in v or "after" not in v: continue
-    b, a = statistics.median(v["before"]), statistics.median(v["after"])
-    print("%-24s %-34s %-10s %12.4g %12.4g %8.3f" % (bench, shape[:34], unit, b, a, a / b if b else float("nan")))
+    best = max if unit in RATES else min
+    b, a = best(v["before"]), best(v["after"])
+    print("%-24s %-34s %-10s %12.4g %12.4g %8.3f %12.4g %12.4g" % (bench, shape[:34], unit, b, a,
+          a / b if b else float("nan"), statistics.median(v["before"]), statistics.median(v["after"])))
 EOF
 echo "uptime at end: $(uptime)"
