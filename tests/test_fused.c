@@ -270,6 +270,69 @@ static void test_unseen_intermediates_get_no_storage(void) {
     kn_scope_pop();
 }
 
+/* matmul(x, w) + matmul(x, w) with both products released before the sum is read: the
+ * window sees the second product recompute the first, which no one else can see, so it never
+ * runs and never takes memory, and the sum is strict mode's. */
+static void test_common_subexpressions_run_once(void) {
+    kn_scope_push();
+    kn_tensor *x = rand_tensor(KN_SHAPE(64, 32), KN_F32, -1, 1), *w = rand_tensor(KN_SHAPE(32, 48), KN_F32, -1, 1);
+    double *want = NULL, *got = NULL;
+    int64_t bytes[2], merged[2];
+    for (int m = 0; m < 2; m++) {
+        kn_set_mode(m ? KN_MODE_FUSED : KN_MODE_STRICT);
+        kn_stats before = stats_now();
+        int64_t held = bytes_handed_out();
+        kn_tensor *p = kn_matmul(x, w), *q = kn_matmul(x, w);
+        kn_tensor *y = kn_add(p, q);
+        kn_release(p);
+        kn_release(q);
+        bytes[m] = bytes_handed_out() - held;
+        merged[m] = stats_now().ops_merged - before.ops_merged;
+        *(m ? &got : &want) = read_f64(y);
+        kn_release(y);
+    }
+    kn_set_mode(KN_MODE_STRICT);
+    int64_t one = 64 * 48 * 4;
+    CHECK_MSG(merged[0] == 0 && merged[1] == 1, "ops merged: %lld strict, %lld fused", (long long)merged[0],
+              (long long)merged[1]);
+    CHECK_MSG(bytes[0] == 3 * one && bytes[1] == 2 * one, "bytes: %lld strict, %lld fused (one result: %lld)",
+              (long long)bytes[0], (long long)bytes[1], (long long)one);
+    CHECK(want && got && memcmp(want, got, 64 * 48 * sizeof *want) == 0);
+    free(want);
+    free(got);
+    kn_scope_pop();
+}
+
+/* What must not be merged: a duplicate the caller still holds (it may be written in place,
+ * and must not share memory with the first), and a duplicate whose input was written in place
+ * between the two. */
+static void test_visible_or_stale_duplicates_run(void) {
+    kn_scope_push();
+    kn_tensor *x = rand_tensor(KN_SHAPE(16), KN_F32, -1, 1), *ones = kn_full(KN_SHAPE(16), 1.0, KN_F32);
+    kn_set_mode(KN_MODE_FUSED);
+    kn_stats before = stats_now();
+    kn_tensor *a = kn_exp(x), *b = kn_exp(x);
+    CHECK(kn_copy_(b, ones) == KN_OK);
+    double *va = read_f64(a), *vb = read_f64(b), *vx = read_f64(x);
+    CHECK(va && vb && vx && fabs(va[3] - exp(vx[3])) < 1e-6 * exp(vx[3]) && vb[3] == 1.0);
+
+    kn_tensor *c = kn_exp(x);
+    CHECK(kn_copy_(x, ones) == KN_OK);
+    kn_tensor *d = kn_exp(x), *y = kn_sub(d, c);
+    kn_release(c);
+    kn_release(d);
+    double *vy = read_f64(y);
+    CHECK(vy && fabs(vy[3] - (exp(1.0) - exp(vx[3]))) < 1e-5);
+    CHECK_MSG(stats_now().ops_merged == before.ops_merged, "%lld ops merged",
+              (long long)(stats_now().ops_merged - before.ops_merged));
+    kn_set_mode(KN_MODE_STRICT);
+    free(va);
+    free(vb);
+    free(vx);
+    free(vy);
+    kn_scope_pop();
+}
+
 /* A sequence length that grows by one each step compiles a bounded number of kernels. */
 static void test_growing_sizes_do_not_recompile(void) {
     kn_scope_push();
@@ -330,6 +393,8 @@ int main(void) {
     RUN(test_layer_norm_is_one_kernel);
     RUN(test_held_intermediates_are_stored);
     RUN(test_unseen_intermediates_get_no_storage);
+    RUN(test_common_subexpressions_run_once);
+    RUN(test_visible_or_stale_duplicates_run);
     RUN(test_growing_sizes_do_not_recompile);
     RUN(test_recompile_storm_is_reported);
     return test_summary();

@@ -7,6 +7,7 @@
 #include "harness.h"
 #include "kiln/kiln.h"
 #include "kiln/optable.h"
+#include "graph/node.h"
 #include "ops/grad.h"
 #include "ops/op_table.h"
 

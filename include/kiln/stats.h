@@ -39,6 +39,8 @@ typedef struct kn_stats {
     int64_t recompiles;          /* compiles of a call site that already had a variant */
     int64_t recompile_reasons[KN_RECOMPILE_REASON_COUNT];
     int64_t host_fallbacks;      /* ops run on the host because a backend lacked them */
+    int64_t ops_merged;          /* fused mode: ops not run because an earlier op of the window computed
+                                    the same values, which no one else could see (common subexpressions) */
     int64_t bytes_allocated;     /* bytes handed out by the caching allocators, in total */
     int64_t peak_bytes;          /* the most held at once, summed over devices */
 } kn_stats;

@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 
+#include "graph/node.h"
 #include "kiln/autograd.h"
 #include "ops/grad.h"
 

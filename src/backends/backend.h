@@ -9,6 +9,7 @@
 #include "kiln/runtime.h"
 #include "kiln/stream.h"
 #include "graph/fused_ir.h"
+#include "graph/node.h"
 #include "ops/op_table.h"
 
 /* Runs one node on the device. Called on the device's stream; returns an error (with the

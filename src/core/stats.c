@@ -7,7 +7,7 @@
 
 #include "kiln/runtime.h"
 
-_Atomic int64_t kn_stat_counters[KN_STAT_COUNT];
+kn_stat_counter kn_stat_counters[KN_STAT_COUNT];
 static _Atomic int64_t recompile_reasons[KN_RECOMPILE_REASON_COUNT];
 
 static const char *const reason_names[KN_RECOMPILE_REASON_COUNT] = {
@@ -23,7 +23,7 @@ void kn_stat_recompile(kn_recompile_reason why) {
     atomic_fetch_add_explicit(&recompile_reasons[why], 1, memory_order_relaxed);
 }
 
-static int64_t get(kn_stat s) { return atomic_load_explicit(&kn_stat_counters[s], memory_order_relaxed); }
+static int64_t get(kn_stat s) { return atomic_load_explicit(&kn_stat_counters[s].value, memory_order_relaxed); }
 
 void kn_stats_get(kn_stats *out) {
     memset(out, 0, sizeof *out);
@@ -41,6 +41,7 @@ void kn_stats_get(kn_stats *out) {
     for (int r = 0; r < KN_RECOMPILE_REASON_COUNT; r++)
         out->recompile_reasons[r] = atomic_load_explicit(&recompile_reasons[r], memory_order_relaxed);
     out->host_fallbacks = get(KN_STAT_HOST_FALLBACKS);
+    out->ops_merged = get(KN_STAT_OPS_MERGED);
     for (int t = 0; t < KN_DEVICE_TYPE_COUNT; t++) {
         kn_device d = {(kn_device_type)t, 0};
         kn_memory_stats m;
@@ -51,7 +52,7 @@ void kn_stats_get(kn_stats *out) {
 }
 
 void kn_stats_reset(void) {
-    for (int s = 0; s < KN_STAT_COUNT; s++) atomic_store(&kn_stat_counters[s], 0);
+    for (int s = 0; s < KN_STAT_COUNT; s++) atomic_store(&kn_stat_counters[s].value, 0);
     for (int r = 0; r < KN_RECOMPILE_REASON_COUNT; r++) atomic_store(&recompile_reasons[r], 0);
 }
 
@@ -69,11 +70,11 @@ int kn_stats_json(char *buf, size_t size) {
                     "{\"ops_recorded\":%lld,\"kernels_launched\":%lld,\"fused_kernels\":%lld,\"ops_fused\":%lld,"
                     "\"compiles\":%lld,\"compile_seconds\":%.3f,\"cache_memory_hits\":%lld,\"cache_disk_hits\":%lld,"
                     "\"cache_misses\":%lld,\"cache_corrupt\":%lld,\"recompiles\":%lld,\"recompile_reasons\":{%s},"
-                    "\"host_fallbacks\":%lld,\"bytes_allocated\":%lld,\"peak_bytes\":%lld}",
+                    "\"host_fallbacks\":%lld,\"ops_merged\":%lld,\"bytes_allocated\":%lld,\"peak_bytes\":%lld}",
                     (long long)s.ops_recorded, (long long)s.kernels_launched, (long long)s.fused_kernels,
                     (long long)s.ops_fused, (long long)s.compiles, s.compile_seconds, (long long)s.cache_memory_hits,
                     (long long)s.cache_disk_hits, (long long)s.cache_misses, (long long)s.cache_corrupt,
-                    (long long)s.recompiles, reasons, (long long)s.host_fallbacks, (long long)s.bytes_allocated,
+                    (long long)s.recompiles, reasons, (long long)s.host_fallbacks, (long long)s.ops_merged, (long long)s.bytes_allocated,
                     (long long)s.peak_bytes);
 }
 

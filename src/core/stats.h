@@ -19,13 +19,19 @@ typedef enum kn_stat {
     KN_STAT_CACHE_CORRUPT,
     KN_STAT_RECOMPILES,
     KN_STAT_HOST_FALLBACKS,
+    KN_STAT_OPS_MERGED,
     KN_STAT_COUNT
 } kn_stat;
 
-extern _Atomic int64_t kn_stat_counters[KN_STAT_COUNT];
+/* One counter per cache line: the host counts ops recorded while a stream's worker counts
+ * kernels launched, and counters that shared a line made each op a cache-line transfer. */
+typedef struct kn_stat_counter {
+    _Alignas(64) _Atomic int64_t value;
+} kn_stat_counter;
+extern kn_stat_counter kn_stat_counters[KN_STAT_COUNT];
 
 static inline void kn_stat_add(kn_stat s, int64_t n) {
-    atomic_fetch_add_explicit(&kn_stat_counters[s], n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&kn_stat_counters[s].value, n, memory_order_relaxed);
 }
 
 /* Counts a recompile and its reason. */

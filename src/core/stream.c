@@ -19,7 +19,7 @@ void kn_task_run(kn_stream *s, kn_task *t) {
     bool report = t->done != NULL; /* without done, run owns t and may have freed it */
     kn_status st = t->run(t->ctx);
     if (st != KN_OK) kn_stream_fail(s, st);
-    if (!report) return;
+    if (!report || (t->settle && t->settle(t->ctx))) return;
     kn_task *head = atomic_load_explicit(&completed, memory_order_relaxed);
     do t->next = head;
     while (!atomic_compare_exchange_weak_explicit(&completed, &head, t, memory_order_release, memory_order_relaxed));

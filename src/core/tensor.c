@@ -209,6 +209,14 @@ void kn_tensor_decref(kn_tensor *t) {
     kn_recycler_put(&tensor_headers, t);
 }
 
+bool kn_tensor_decref_unless_last(kn_tensor *t) {
+    int refs = atomic_load_explicit(&t->refs, memory_order_relaxed);
+    while (refs > 1)
+        if (atomic_compare_exchange_weak_explicit(&t->refs, &refs, refs - 1, memory_order_acq_rel, memory_order_relaxed))
+            return true;
+    return false;
+}
+
 /* ---- metadata ------------------------------------------------------------------------------ */
 
 int kn_ndim(const kn_tensor *t) { return t ? t->ndim : -1; }

@@ -86,5 +86,8 @@ kn_tensor *kn_scope_adopt(kn_tensor *t);
 kn_tensor *kn_tensor_incref(kn_tensor *t);
 /* Drops one reference without touching scopes (for internal holders such as nodes). */
 void kn_tensor_decref(kn_tensor *t);
+/* Drops one reference unless it is t's last (which stays the caller's): whether it did. Safe on
+ * any thread, since it never frees. */
+bool kn_tensor_decref_unless_last(kn_tensor *t);
 
 #endif

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "core/call_site.h"
-#include "core/recycler.h"
 #include "core/runtime_impl.h"
 #include "core/stats.h"
 #include "exec/interpose.h"
@@ -20,44 +19,6 @@ static void dtype_list(uint32_t mask, char *buf, size_t size) {
     buf[0] = '\0';
     for (int d = 0; d < KN_DTYPE_COUNT && len < size; d++)
         if (mask & KN_DT(d)) len += (size_t)snprintf(buf + len, size - len, len ? ", %s" : "%s", kn_dtype_name(d));
-}
-
-void kn_op_describe_inputs(const kn_node *n, char *buf, size_t size) {
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < n->n_in && len + 1 < size; i++) {
-        char d[96];
-        len += (size_t)snprintf(buf + len, size - len, i ? ", %s" : "%s", kn_describe(n->in[i], d, sizeof d));
-    }
-}
-
-static kn_recycler nodes = KN_RECYCLER_INIT(2, kn_node);
-
-void kn_node_free(kn_node *n) {
-    if (!n) return;
-    for (int i = 0; i < n->n_in; i++) kn_tensor_decref(n->in[i]);
-    for (int i = 0; i < n->n_out; i++) kn_tensor_decref(n->out[i]);
-    if (n->in != n->in_inline) free(n->in);
-    free(n->aux);
-    kn_recycler_put(&nodes, n);
-}
-
-kn_node *kn_node_make(kn_op_id op, int n_in) {
-    kn_node *n = kn_recycler_get(&nodes);
-    if (!n) {
-        kn_error(KN_ERR_OOM, "%s: out of host memory recording the op", kn_op_name(op));
-        return NULL;
-    }
-    memset(n, 0, sizeof *n);
-    n->op = op;
-    n->in = n_in <= KN_NODE_MAX_IN ? n->in_inline : calloc((size_t)n_in, sizeof *n->in);
-    if (!n->in) {
-        kn_recycler_put(&nodes, n);
-        kn_error(KN_ERR_OOM, "%s: out of host memory recording %d inputs", kn_op_name(op), n_in);
-        return NULL;
-    }
-    n->n_in = n_in;
-    return n;
 }
 
 void *kn_op_fail(kn_opctx *c, kn_status code, const char *fmt, ...) {
@@ -149,11 +110,6 @@ kn_tensor *kn_op_output(kn_opctx *c, kn_dtype dtype, const int64_t *shape, int n
     return t;
 }
 
-kn_dtype kn_node_key_dtype(const kn_node *n) {
-    if (n->n_in) return n->in[0]->dtype;
-    return n->n_out ? n->out[0]->dtype : KN_F32;
-}
-
 kn_status kn_node_execute(kn_backend *b, kn_node *n) {
     kn_stat_add(KN_STAT_KERNELS_LAUNCHED, 1);
     return b->kernels[n->op].fn(n);
@@ -176,6 +132,22 @@ static kn_status run_node(void *arg) {
 /* The completion: exec releases the node on a host thread (kn_tasks_drain), never the backend. */
 static void node_done(void *arg) { kn_node_free(arg); }
 
+/* On the stream's thread once the node has run: the references that are not a tensor's last
+ * are dropped there, so the host is left only with last references (whose release may tear
+ * down autograd state) instead of a cache-line round trip per op. */
+static bool node_settle(void *arg) {
+    kn_node *n = arg;
+    bool all = true;
+    for (int i = 0; i < n->n_in; i++)
+        if (kn_tensor_decref_unless_last(n->in[i])) n->in[i] = NULL;
+        else all = false;
+    for (int i = 0; i < n->n_out; i++)
+        if (kn_tensor_decref_unless_last(n->out[i])) n->out[i] = NULL;
+        else all = false;
+    if (all) kn_node_free(n);
+    return all;
+}
+
 /* The node's outputs get their memory now if their mode deferred it. Its inputs were realized
  * by the nodes that wrote them, launched before it. */
 static kn_status realize_operands(const kn_node *n) {
@@ -194,7 +166,7 @@ void kn_node_launch(kn_node *n) {
         kn_node_free(n);
         return;
     }
-    n->task = (kn_task){run_node, node_done, n, NULL};
+    n->task = (kn_task){.run = run_node, .done = node_done, .ctx = n, .settle = node_settle};
     n->stream->backend->launch(n->stream, &n->task);
 }
 

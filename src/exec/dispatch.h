@@ -14,6 +14,7 @@
 
 #include "backends/backend.h"
 #include "core/error.h"
+#include "graph/node.h"
 
 typedef struct kn_opctx {
     kn_node *node;
@@ -50,15 +51,7 @@ void kn_hand_outputs(kn_tensor *const *outs, kn_tensor **const *dst, int n);
 
 /* Helpers for argument checks, each failing through kn_op_fail. */
 bool kn_op_dim(kn_opctx *c, int64_t dim, int ndim, int64_t *out);   /* wraps negative dims */
-/* Error text for the node's inputs: "f32[2, 3], i64[4]". */
-void kn_op_describe_inputs(const kn_node *n, char *buf, size_t size);
 
-/* The dtype that selects a node's kernel: its first input's, else its first output's. */
-kn_dtype kn_node_key_dtype(const kn_node *n);
-/* A zeroed node of op with room for n_in inputs (NULL with an error when out of memory). */
-kn_node *kn_node_make(kn_op_id op, int n_in);
-/* Frees a node and drops its references (exec calls this once the node has run). */
-void kn_node_free(kn_node *n);
 /* Runs a node's kernel on the calling thread (stream tasks, ops that run on the host). */
 kn_status kn_node_execute(kn_backend *b, kn_node *n);
 /* Queues n on n->stream; the node is consumed (released on the host once it has run). */

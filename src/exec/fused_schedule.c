@@ -69,11 +69,8 @@ static bool first_use(kn_node *const *nodes, int first, int j, int i) {
     return true;
 }
 
-/* Outside the group, something can still see t: another reference than the producing node's
- * and the group's uses, or another tensor on its storage (a view) that is not merely a handle
- * the group's own nodes hold to the same elements (an op's API function may hand its node a
- * fresh handle of an input). */
-static bool escapes(kn_node *const *nodes, int first, int count, kn_tensor *t) {
+/* Counts t's references and the other headers on its storage against the uses inside. */
+bool kn_fused_escapes(kn_node *const *nodes, int first, int count, kn_tensor *t) {
     if (atomic_load(&t->refs) > 1 + uses_within(nodes, first, count, t)) return true;
     int headers = 1; /* t's */
     for (int j = first; j < first + count; j++)
@@ -96,7 +93,7 @@ static kn_node *step_node(const group *g, kn_node *const *nodes, int j) {
 /* Values the kernel must store: the steps' escaping values and a reduction's result. */
 static int stored_count(const group *g, kn_node *const *nodes) {
     int stored = reduces(g);
-    for (int j = 0; j < g->ir.n_steps; j++) stored += escapes(nodes, g->first, g->count, step_node(g, nodes, j)->out[0]);
+    for (int j = 0; j < g->ir.n_steps; j++) stored += kn_fused_escapes(nodes, g->first, g->count, step_node(g, nodes, j)->out[0]);
     return stored;
 }
 
@@ -206,7 +203,7 @@ static bool finish(group *g, kn_node *const *nodes, kn_fused_launch *L) {
     ir->n_out = 0;
     for (int j = 0; j < ir->n_steps; j++) {
         kn_tensor *t = step_node(g, nodes, j)->out[0];
-        if (!escapes(nodes, g->first, g->count, t)) continue;
+        if (!kn_fused_escapes(nodes, g->first, g->count, t)) continue;
         if (ir->n_out == KN_FUSED_MAX_OUTPUTS) return false;
         ir->steps[j].output = ir->n_out;
         g->outputs[ir->n_out++] = t;
@@ -285,6 +282,7 @@ static void warn_no_compile(void) {
 }
 
 kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n) {
+    n = kn_fused_merge_common(nodes, backends, n);
     hoist_creations(nodes, backends, n);
     group *groups = malloc((size_t)n * sizeof *groups);
     kn_fused_launch **launches = calloc((size_t)n, sizeof *launches);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "kiln/optable.h"
 #include "ops/op_table.h"
 
@@ -25,22 +26,16 @@ static size_t attr_size(kn_param_kind k) {
     }
 }
 
-static uint64_t mix(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull; /* FNV-1a */
-    return h;
-}
-
 uint64_t kn_attrs_hash(kn_op_id op, const kn_attrs *a) {
-    uint64_t h = mix(14695981039346656037ull, &a->absent, sizeof a->absent);
+    uint64_t h = kn_hash_bytes(KN_HASH_SEED, &a->absent, sizeof a->absent);
     for (const kn_param *p = kn_op_params(op); p->name; p++) {
         if (!is_attr(p->kind)) continue;
         const char *v = attrs_base(a) + p->offset;
         if (p->kind == KN_PARAM_DIMS) {
             const kn_shape *s = (const kn_shape *)v;
-            h = mix(mix(h, &s->n, sizeof s->n), s->v, (size_t)s->n * sizeof s->v[0]);
+            h = kn_hash_bytes(kn_hash_bytes(h, &s->n, sizeof s->n), s->v, (size_t)s->n * sizeof s->v[0]);
         } else {
-            h = mix(h, v, attr_size(p->kind));
+            h = kn_hash_bytes(h, v, attr_size(p->kind));
         }
     }
     return h;

@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/task.h"
 #include "core/tensor_impl.h"
 #include "kiln/custom_op.h"
 
@@ -116,22 +115,6 @@ static inline kn_tensor *kn_input_at(kn_tensor *const *in, const kn_attrs *at, i
     return pos < 0 ? NULL : in[pos];
 }
 
-/* One recorded op: the unit the modes schedule and the backends execute. It holds a
- * reference to each input and output until it has run. */
-typedef struct kn_node {
-    kn_op_id op;
-    int n_in, n_out;
-    kn_tensor **in;                     /* in_inline, or a malloc'd array for many inputs */
-    kn_tensor *out[KN_NODE_MAX_OUT];
-    kn_attrs attrs;
-    uint64_t rng_seed, rng_offset;      /* KN_OPF_RANDOM ops: the generator state they draw from */
-    uint8_t fresh_out;                  /* bit i: out[i] was made for this op (else written in place) */
-    void *aux;                          /* malloc'd launch data of a generated kernel (freed with the node) */
-    struct kn_stream *stream;           /* where it runs: its device's current stream when recorded */
-    kn_task task;                       /* how exec hands it to the stream (exec/dispatch.c) */
-    kn_tensor *in_inline[KN_NODE_MAX_IN];
-} kn_node;
-
 /* One parameter of an op's signature: an input or an attribute. */
 typedef enum kn_param_kind {
     KN_PARAM_IN,   /* a required input */
@@ -193,10 +176,11 @@ int kn_op_lookup(const char *name);
 const kn_param *kn_op_params(kn_op_id op);
 /* How many input slots the entry declares (a KN_INS counts one). */
 int kn_op_input_slots(kn_op_id op);
-/* FLOPs of one node (ops/op_flops.c): 2 per multiply-add for products (matmul, convolutions,
- * attention), one per element of the larger of the first input and the first output
- * otherwise. A new op whose cost is not that adds its case there. */
-double kn_op_flops(const kn_node *n);
+/* FLOPs of one call of op on inputs in[0..n_in) with first output out0 (ops/op_flops.c): 2 per
+ * multiply-add for products (matmul, convolutions, attention), one per element of the larger
+ * of the first input and the first output otherwise. A new op whose cost is not that adds its
+ * case there. */
+double kn_op_flops(kn_op_id op, kn_tensor *const *in, int n_in, const kn_tensor *out0);
 
 /* Generated from the signatures (ops/op_attrs.c). Hash and equality cover the declared
  * attributes and the absent inputs only (doubles by their bits, dims up to their count). */

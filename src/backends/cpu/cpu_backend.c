@@ -86,7 +86,7 @@ static copy_task *copy_new(kn_storage *dst, size_t dst_offset, size_t bytes, siz
     copy_task *c = malloc(sizeof *c + staged);
     if (!c) return kn_error_null(KN_ERR_OOM, "copy: out of host memory for %zu bytes", sizeof *c + staged);
     kn_storage_retain(dst);
-    *c = (copy_task){.task = {run_copy, copy_done, c, NULL}, .dst = dst, .dst_offset = dst_offset, .bytes = bytes};
+    *c = (copy_task){.task = {.run = run_copy, .done = copy_done, .ctx = c}, .dst = dst, .dst_offset = dst_offset, .bytes = bytes};
     return c;
 }
 

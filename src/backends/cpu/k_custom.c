@@ -5,7 +5,7 @@
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/custom_source.h"
 #include "core/error.h"
-#include "exec/dispatch.h"
+#include "graph/node.h"
 #include "ops/custom_registry.h"
 
 static kn_custom_tensor view_of(const kn_tensor *t) {

@@ -55,7 +55,7 @@ static void meta_device_properties(int index, kn_device_props *out) {
 
 /* Every op "runs" by being counted. */
 static kn_status meta_kernel(kn_node *n) {
-    double flops = kn_op_flops(n);
+    double flops = kn_node_flops(n);
     pthread_mutex_lock(&lock);
     trace.ops++;
     trace.flops += flops;
