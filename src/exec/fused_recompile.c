@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/stats.h"
 #include "exec/fused.h"
 
@@ -31,11 +32,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static site *sites[BUCKETS];
 static variant *variants[BUCKETS];
 
-static unsigned bucket(const char *s) {
-    unsigned h = 2166136261u;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    return h % BUCKETS;
-}
+static unsigned bucket(const char *s) { return (unsigned)(kn_hash_bytes(KN_HASH_SEED, s, strlen(s)) % BUCKETS); }
 
 static bool storm_is_error(void) {
     const char *s = getenv("KILN_RECOMPILE");
