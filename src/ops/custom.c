@@ -114,7 +114,7 @@ kn_status kn_custom_call(int id, int n_in, kn_tensor *const *in, const kn_custom
     *KN_ATTRS(c.node, custom) = (kn_attrs_custom){.id = id, .call = *attrs};
     kn_device_type device = c.device.type;
     bool use_source = !e->def.kernels[device] && e->def.source;
-    if (c.backend->holds_values && !e->def.kernels[device] && !(use_source && c.backend->custom_prepare)) {
+    if (c.backend->holds_values && !e->def.kernels[device] && !(use_source && c.backend->kernels->custom_prepare)) {
         kn_op_fail(&c, KN_ERR_UNSUPPORTED, "the %s backend has no kernel for custom op %s", c.backend->name,
                    e->def.name);
         return KN_ERR_UNSUPPORTED;
@@ -136,7 +136,7 @@ kn_status kn_custom_call(int id, int n_in, kn_tensor *const *in, const kn_custom
                    e->def.name);
         return KN_ERR_UNSUPPORTED;
     }
-    if (use_source && c.backend->holds_values && (st = c.backend->custom_prepare(id, dtypes[0])) != KN_OK) {
+    if (use_source && c.backend->holds_values && (st = c.backend->kernels->custom_prepare(id, dtypes[0])) != KN_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", kn_last_error());
         kn_op_fail(&c, st, "%s", msg);
