@@ -501,6 +501,25 @@ static void test_integer_output_needs_no_gradient(void) {
     CHECK(n && kn_dtype_of(n) == KN_I64 && !kn_needs_grad(n) && kn_item(n, &got) == KN_OK && got == 2);
 }
 
+/* Whether a custom call records history is autograd's interposer's decision, the same in
+ * every mode: no backward refuses it, integer outputs record none. */
+static void test_history_is_decided_by_autograd_in_every_mode(void) {
+    double v[5] = {-1, 2, 0, 3, -4};
+    kn_tensor *x = kn_requires_grad(tensor_from(v, KN_SHAPE(5), KN_F32), true);
+    kn_tensor *r = kn_requires_grad(rand_tensor(KN_SHAPE(2, 3), KN_F32, 0, 1), true);
+    for (int m = 0; m < N_MODES; m++) {
+        if (!enter_mode(MODES[m])) continue;
+        int64_t nodes = kn_autograd_live_nodes();
+        CHECK_ERROR(kn_custom_call1(rowsum_id, 1, &r, NULL) != NULL, KN_ERR_UNSUPPORTED,
+                    "my_rowsum(f32[2, 3]): custom op my_rowsum has no gradient (it was registered without backward)");
+        kn_tensor *n = kn_custom_call1(count_id, 1, &x, NULL);
+        CHECK(n && !kn_needs_grad(n) && kn_autograd_live_nodes() == nodes);
+        double got = -1;
+        CHECK_MSG(kn_item(n, &got) == KN_OK && got == 2, "count in %s", kn_mode_name(MODES[m]));
+    }
+    kn_set_mode(KN_MODE_STRICT);
+}
+
 static void test_saved_input_modified_in_place_is_caught(void) {
     kn_tensor *x = kn_requires_grad(rand_tensor(KN_SHAPE(3), KN_F64, -1, 1), true);
     kn_tensor *h = kn_mul_scalar(x, 2);
@@ -578,6 +597,7 @@ int main(void) {
     RUN(test_kernel_error_is_reported_like_a_builtin_kernels);
     RUN(test_op_without_backward_refuses_grad);
     RUN(test_integer_output_needs_no_gradient);
+    RUN(test_history_is_decided_by_autograd_in_every_mode);
     RUN(test_saved_input_modified_in_place_is_caught);
     RUN(test_registration_is_thread_safe);
     RUN(test_table_has_one_custom_op);

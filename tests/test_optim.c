@@ -345,6 +345,22 @@ static void test_debug_mode_runs_the_updates(void) {
     kn_set_mode(mode); /* back to $KILN_MODE's mode, not strict */
 }
 
+/* The update ops write into parameters that require grad with grad mode on and record no
+ * history (autograd's interposer knows them by their op table flag); the write still bumps
+ * the param's version, so a saved copy of its old value is refused in backward. */
+static void test_updates_need_no_grad_mode(void) {
+    kn_tensor *p = param(KN_SHAPE(2, 3), KN_F32);
+    kn_tensor *y = kn_sum(kn_mul(p, p), KN_ALL_DIMS, false); /* saves p */
+    int64_t nodes = kn_autograd_live_nodes();
+    CHECK(kn_is_grad_enabled());
+    CHECK(kn_sgd_update(p, kn_ones(KN_SHAPE(2, 3), KN_F32), NULL, 0.1, 0, 0, 0, false, true) == KN_OK);
+    kn_tensor *m = kn_zeros(KN_SHAPE(2, 3), KN_F32), *v = kn_zeros(KN_SHAPE(2, 3), KN_F32);
+    CHECK(kn_adamw_update(p, kn_ones(KN_SHAPE(2, 3), KN_F32), m, v, 0.1, 0.9, 0.999, 1e-8, 0, 1) == KN_OK);
+    CHECK(kn_is_grad_enabled() && kn_is_leaf(p) && kn_needs_grad(p) && !kn_needs_grad(m));
+    CHECK(kn_autograd_live_nodes() == nodes);
+    CHECK_ERROR(kn_backward(y) == KN_OK, KN_ERR_ARG, "modified in place");
+}
+
 static void test_bad_arguments_are_refused(void) {
     kn_tensor *a = param(KN_SHAPE(2, 3), KN_F32);
     kn_tensor *ps[1] = {a};
@@ -406,6 +422,7 @@ int main(void) {
     RUN(test_state_restores_exactly);
     RUN(test_backward_accumulation_and_training);
     RUN(test_debug_mode_runs_the_updates);
+    RUN(test_updates_need_no_grad_mode);
     RUN(test_bad_arguments_are_refused);
     return test_summary();
 }

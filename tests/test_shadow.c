@@ -113,8 +113,8 @@ static void test_wrong_kernel_is_named_with_module_and_caller(void) {
     CHECK(model != NULL);
     kn_tensor *x = rand_tensor(KN_SHAPE(4, 8), KN_F32, -2, 2);
     kn_tensor *w = rand_tensor(KN_SHAPE(8, 16), KN_F32, -1, 1), *b = rand_tensor(KN_SHAPE(16), KN_F32, -1, 1);
-    real_gelu = kn_cpu_backend.kernels[KN_OP_gelu].fn;
-    kn_cpu_backend.kernels[KN_OP_gelu].fn = wrong_gelu;
+    real_gelu = kn_cpu_backend.kernels->op[KN_OP_gelu].fn;
+    kn_cpu_backend.kernels->op[KN_OP_gelu].fn = wrong_gelu;
     bool grad = kn_set_grad_enabled(false);
 
     /* Without a shadow, or outside debug mode, nothing notices. */
@@ -141,7 +141,7 @@ static void test_wrong_kernel_is_named_with_module_and_caller(void) {
     kn_tensor *x64 = kn_cast(x, KN_F64), *w64 = kn_cast(w, KN_F64), *b64 = kn_cast(b, KN_F64);
     CHECK(shadow_test_plain_ops(x64, w64, b64) != NULL);
 
-    kn_cpu_backend.kernels[KN_OP_gelu].fn = real_gelu;
+    kn_cpu_backend.kernels->op[KN_OP_gelu].fn = real_gelu;
     CHECK(shadow_test_forward(model, x) != NULL);
     CHECK(kn_set_shadow(NULL) == KN_OK);
     CHECK(kn_set_mode(KN_MODE_STRICT) == KN_OK);
@@ -191,8 +191,8 @@ static void test_module_path_names_nested_children(void) {
     root = kn_module_check(root);
     CHECK(root != NULL);
     kn_tensor *x = rand_tensor(KN_SHAPE(2, 4), KN_F32, -1, 1);
-    real_gelu = kn_cpu_backend.kernels[KN_OP_gelu].fn;
-    kn_cpu_backend.kernels[KN_OP_gelu].fn = wrong_gelu; /* [2, 8]: element 21 is out of range */
+    real_gelu = kn_cpu_backend.kernels->op[KN_OP_gelu].fn;
+    kn_cpu_backend.kernels->op[KN_OP_gelu].fn = wrong_gelu; /* [2, 8]: element 21 is out of range */
     CHECK(kn_set_mode(KN_MODE_DEBUG) == KN_OK && kn_set_shadow("cpu") == KN_OK);
     CHECK(kn_module_forward(root, x) != NULL);
     kn_tensor *x6 = rand_tensor(KN_SHAPE(6, 4), KN_F32, -1, 1); /* [6, 8]: element 21 is [2, 5] */
@@ -201,7 +201,7 @@ static void test_module_path_names_nested_children(void) {
               kn_last_error());
     CHECK_MSG(strstr(kn_last_error(), "at index [2, 5]"), "message: %s", kn_last_error());
     kn_clear_error();
-    kn_cpu_backend.kernels[KN_OP_gelu].fn = real_gelu;
+    kn_cpu_backend.kernels->op[KN_OP_gelu].fn = real_gelu;
     CHECK(kn_set_shadow(NULL) == KN_OK && kn_set_mode(KN_MODE_STRICT) == KN_OK);
     kn_module_free(root);
 }

@@ -258,6 +258,13 @@ static void test_registry_refuses_bad_backends(void) {
     twin = kn_cpu_backend;
     twin.name = "twin";
     CHECK_ERROR(kn_backend_register(&twin) == KN_OK, KN_ERR_ARG, "the cpu backend is registered for cpu devices already");
+    static kn_backend no_kernels;
+    no_kernels = kn_cpu_backend;
+    no_kernels.name = "no_kernels";
+    no_kernels.type = KN_DEVICE_CUDA;
+    no_kernels.kernels = NULL;
+    CHECK_ERROR(kn_backend_register(&no_kernels) == KN_OK, KN_ERR_ARG, "backend_register(no_kernels): it has no kernel table");
+    CHECK(kn_backend_for(KN_DEVICE_CUDA) != &no_kernels);
     CHECK(kn_backend_for(KN_DEVICE_CPU) == &kn_cpu_backend);
     CHECK(kn_backend_for(KN_DEVICE_CUDA) != NULL || kn_device_count(KN_DEVICE_CUDA) == 0);
 }

@@ -10,6 +10,7 @@
 #ifndef KILN_OPS_INDEX_H
 #define KILN_OPS_INDEX_H
 
+#include "kiln/op_enums.h"
 #include "kiln/tensor.h"
 
 #ifdef __cplusplus
@@ -22,9 +23,7 @@ KN_API kn_tensor *kn_gather(kn_tensor *x, int64_t dim, kn_tensor *index);
 KN_API kn_tensor *kn_scatter(kn_tensor *x, int64_t dim, kn_tensor *index, kn_tensor *src);
 KN_API kn_tensor *kn_scatter_value(kn_tensor *x, int64_t dim, kn_tensor *index, double value);
 KN_API kn_tensor *kn_scatter_add(kn_tensor *x, int64_t dim, kn_tensor *index, kn_tensor *src);
-typedef enum kn_scatter_reduce_op {
-    KN_SCATTER_SUM = 0, KN_SCATTER_PROD, KN_SCATTER_MEAN, KN_SCATTER_AMAX, KN_SCATTER_AMIN
-} kn_scatter_reduce_op;
+/* op: kn_scatter_reduce_op (kiln/op_enums.h). */
 /* include_self false leaves x's values out of the reduction at the positions written; mean
  * of integers rounds down (floor division). NaN propagates through amax/amin. */
 KN_API kn_tensor *kn_scatter_reduce(kn_tensor *x, int64_t dim, kn_tensor *index, kn_tensor *src, kn_scatter_reduce_op op,
@@ -47,13 +46,12 @@ KN_API kn_tensor *kn_embedding(kn_tensor *weight, kn_tensor *indices);
  * then D): each grad row added into its index's row of zeros, in one pass (duplicates add up
  * in row-major order). f32 for f32/f16/bf16 grads, f64 for f64. */
 KN_API kn_tensor *kn_embedding_backward(kn_tensor *grad, kn_tensor *indices, int64_t num_weights);
-typedef enum kn_bag_mode { KN_BAG_SUM = 0, KN_BAG_MEAN, KN_BAG_MAX } kn_bag_mode;
-/* Reductions of bags of rows: with offsets, indices is 1-d and bag b is
- * indices[offsets[b] .. offsets[b+1]) (the last bag runs to the end, or include_last_offset
- * says offsets has one extra, final entry); without (NULL), indices is [B, L]. Optional
- * per_sample_weights (sum mode only) scale each row. Empty bags give zeros. Max keeps a bag's
- * first maximum, as PyTorch: a later row replaces it only when greater (so NaN only from a
- * bag's first row), and the gradient goes to that row alone. */
+/* Reductions of bags of rows (kn_bag_mode, kiln/op_enums.h): with offsets, indices is 1-d
+ * and bag b is indices[offsets[b] .. offsets[b+1]) (the last bag runs to the end, or
+ * include_last_offset says offsets has one extra, final entry); without (NULL), indices is
+ * [B, L]. Optional per_sample_weights (sum mode only) scale each row. Empty bags give zeros.
+ * Max keeps a bag's first maximum, as PyTorch: a later row replaces it only when greater (so
+ * NaN only from a bag's first row), and the gradient goes to that row alone. */
 KN_API kn_tensor *kn_embedding_bag(kn_tensor *weight, kn_tensor *indices, kn_tensor *offsets, kn_bag_mode mode,
                             kn_tensor *per_sample_weights, bool include_last_offset);
 /* The k largest (or smallest) along dim; indices i64. Always sorted (`sorted` false is

@@ -2,13 +2,14 @@
 #ifndef KILN_OPS_LOSS_H
 #define KILN_OPS_LOSS_H
 
+#include "kiln/op_enums.h"
 #include "kiln/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum kn_reduction { KN_REDUCTION_MEAN = 0, KN_REDUCTION_SUM, KN_REDUCTION_NONE } kn_reduction;
+/* kn_reduction and kn_causal_align are in kiln/op_enums.h. */
 
 /* Cross-entropy options (PyTorch's defaults: KN_CE_OPTS_DEFAULT). weight: per-class [C] or NULL. */
 typedef struct kn_ce_opts {
@@ -38,13 +39,6 @@ KN_API kn_tensor *kn_bce_with_logits(kn_tensor *x, kn_tensor *y, kn_tensor *weig
  * in every mode and layout) and scales the rest by 1/(1-p); p = 1 gives zeros. When not
  * training or p is 0, a new handle to x's values (sharing its storage). */
 KN_API kn_tensor *kn_dropout(kn_tensor *x, double p, bool training);
-
-/* Where causal attention puts the diagonal when Tq != Tk (they agree when Tq == Tk). */
-typedef enum kn_causal_align {
-    KN_CAUSAL_BOTTOM_RIGHT = 0, /* key j visible to query i iff j <= i + Tk - Tq: the last query
-                                   sees every key, as for a KV cache (the default) */
-    KN_CAUSAL_TOP_LEFT,         /* j <= i: PyTorch's is_causal */
-} kn_causal_align;
 
 /* Attention options; scale 0 means 1/sqrt(D); causal_align matters only with causal. */
 typedef struct kn_sdpa_opts {

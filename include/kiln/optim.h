@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kiln/ops_optim.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 
@@ -31,17 +32,7 @@
 extern "C" {
 #endif
 
-/* ---- update ops: in place, recorded with grad mode off --------------------------------- */
-
-/* One AdamW step (step >= 1, the param's count of updates including this one) on param,
- * its moments and grad (param's shape and dtype). Moments have param's dtype, or f32 for
- * f16/bf16 params (the math then runs in f32 and param is rounded once per step). */
-KN_API kn_status kn_adamw_update(kn_tensor *param, kn_tensor *grad, kn_tensor *exp_avg, kn_tensor *exp_avg_sq, double lr,
-                          double beta1, double beta2, double eps, double weight_decay, int64_t step);
-/* One SGD step. momentum_buffer (param's shape and dtype) is NULL when momentum is 0; on the
- * first step it is set to the (weight-decayed) grad, as torch clones it. */
-KN_API kn_status kn_sgd_update(kn_tensor *param, kn_tensor *grad, kn_tensor *momentum_buffer, double lr, double momentum,
-                        double dampening, double weight_decay, bool nesterov, bool first_step);
+/* The update ops they run, kn_adamw_update and kn_sgd_update, are in kiln/ops_optim.h. */
 
 /* ---- optimizers -------------------------------------------------------------------------- */
 

@@ -51,13 +51,15 @@ static void take_input(kn_ag_node *g, int i, kn_tensor *t, bool save) {
 }
 
 /* In-place writes: bump the storage version (so stale saved tensors are caught in backward)
- * and refuse writing over a tensor that requires grad while history is being recorded. */
+ * and refuse writing over a tensor that requires grad while history is being recorded, except
+ * by an op that is never recorded (KN_OPF_NO_GRAD: the optimizers' updates). */
 static kn_status note_in_place(const kn_node *n) {
+    bool refuse = kn_is_grad_enabled() && !(kn_op_table[n->op].flags & KN_OPF_NO_GRAD);
     for (int j = 0; j < n->n_out; j++) {
         if (n->fresh_out & (1u << j)) continue;
         kn_tensor *o = n->out[j];
         atomic_fetch_add(&o->storage->version, 1);
-        if (kn_is_grad_enabled() && o->ag && o->ag->requires_grad) {
+        if (refuse && o->ag && o->ag->requires_grad) {
             char inputs[320], desc[96];
             kn_op_describe_inputs(n, inputs, sizeof inputs);
             return kn_error(KN_ERR_ARG,
@@ -69,10 +71,29 @@ static kn_status note_in_place(const kn_node *n) {
     return KN_OK;
 }
 
+/* Custom ops share one table entry; their gradient is the registered op's backward. One with
+ * only integer or bool outputs has no gradient to carry (*skip); one without backward refuses
+ * history. */
+static kn_status check_custom(const kn_node *n, bool *skip) {
+    bool float_out = false;
+    for (int j = 0; j < n->n_out; j++) float_out |= kn_dtype_is_float(n->out[j]->dtype);
+    *skip = !float_out;
+    const kn_custom_entry *e = kn_custom_of(&n->attrs);
+    if (!float_out || e->def.backward) return KN_OK;
+    char inputs[320];
+    kn_op_describe_inputs(n, inputs, sizeof inputs);
+    return kn_error(KN_ERR_UNSUPPORTED,
+                    "%s(%s): custom op %s has no gradient (it was registered without backward); run it under "
+                    "kn_no_grad_push or on kn_detach'ed inputs",
+                    e->def.name, inputs, e->def.name);
+}
+
 kn_status kn_ag_record_op(const kn_node *n, kn_ag_node **out_node) {
     *out_node = NULL;
     kn_status st = note_in_place(n);
-    if (st != KN_OK || !kn_ag_wants(n->in, n->n_in)) return st;
+    if (st != KN_OK || (kn_op_table[n->op].flags & KN_OPF_NO_GRAD) || !kn_ag_wants(n->in, n->n_in)) return st;
+    bool skip = false;
+    if (n->op == KN_OP_custom && ((st = check_custom(n, &skip)) != KN_OK || skip)) return st;
     const kn_grad_def *def = &kn_grad_table[n->op];
     if (def->nondiff) return KN_OK;
     char inputs[320];

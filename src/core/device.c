@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/backend.h"
+#include "core/backend_device.h"
 #include "core/error.h"
 #include "core/hooks.h"
 #include "core/runtime_impl.h"
@@ -31,6 +31,8 @@ kn_status kn_backend_register(kn_backend *b) {
     if (!b) return kn_error(KN_ERR_NULL, "backend_register: the backend is NULL");
     if ((unsigned)b->type >= KN_DEVICE_TYPE_COUNT)
         return kn_error(KN_ERR_ARG, "backend_register(%s): device type %d is not one kiln knows", b->name, (int)b->type);
+    if (!b->kernels) /* exec runs every node through it and never checks */
+        return kn_error(KN_ERR_ARG, "backend_register(%s): it has no kernel table", b->name);
     pthread_mutex_lock(&registry_lock);
     kn_status st = KN_OK;
     int n = atomic_load(&registered);
@@ -108,13 +110,6 @@ kn_backend *kn_backend_get(kn_device d) {
         return kn_error_null(KN_ERR_DEVICE, "device %s:%d is not available (this process has %d %s device%s)", b->name,
                              d.index, b->device_count(), b->name, b->device_count() == 1 ? "" : "s");
     return b;
-}
-
-void kn_backend_register_kernels(kn_backend *b, const kn_kernel_reg *regs) {
-    for (; regs->fn; regs++) {
-        b->kernels[regs->op].fn = regs->fn;
-        b->kernels[regs->op].dtypes = regs->dtypes;
-    }
 }
 
 kn_status kn_set_default_device(kn_device d) {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/backend.h"
+#include "core/backend_device.h"
 #include "core/error.h"
 #include "core/host_values.h"
 #include "core/strbuf.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/backend.h"
+#include "core/backend_device.h"
 #include "core/error.h"
 #include "core/hooks.h"
 #include "core/runtime_impl.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "backends/backend.h"
+#include "core/backend_device.h"
 #include "core/error.h"
 #include "core/runtime_impl.h"
 

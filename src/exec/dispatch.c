@@ -112,7 +112,7 @@ kn_tensor *kn_op_output(kn_opctx *c, kn_dtype dtype, const int64_t *shape, int n
 
 kn_status kn_node_execute(kn_backend *b, kn_node *n) {
     kn_stat_add(KN_STAT_KERNELS_LAUNCHED, 1);
-    return b->kernels[n->op].fn(n);
+    return b->kernels->op[n->op].fn(n);
 }
 
 /* A node's work on its stream. An error names the op, its inputs, the device and the stream,
@@ -185,7 +185,7 @@ static kn_status submit(kn_opctx *c, kn_mode mode) {
     kn_node *n = c->node;
     c->node = NULL;
     kn_backend *b = c->backend;
-    kn_kernel_entry k = b->kernels[n->op];
+    kn_kernel_entry k = b->kernels->op[n->op];
     kn_dtype key = kn_node_key_dtype(n);
     if (!k.fn || !(k.dtypes & KN_DT(key))) {
         char inputs[320];
@@ -210,7 +210,7 @@ static kn_status run_synchronously(kn_opctx *c, kn_tensor **outs) {
     kn_node *n = c->node;
     c->node = NULL;
     kn_backend *b = c->backend;
-    kn_kernel_entry k = b->kernels[n->op];
+    kn_kernel_entry k = b->kernels->op[n->op];
     kn_dtype key = kn_node_key_dtype(n);
     char inputs[320];
     kn_op_describe_inputs(n, inputs, sizeof inputs);

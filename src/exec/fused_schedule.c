@@ -32,7 +32,7 @@ static bool same_shape(const kn_tensor *a, const kn_tensor *b) {
 /* Whether the code generator can take this node as a step. */
 static bool fusable(const kn_node *n, const kn_backend *b) {
     const kn_op_def *def = &kn_op_table[n->op];
-    if (!b->compile_fused || def->kind != KN_KIND_ELEMENTWISE || !def->expr || (def->flags & KN_OPF_RANDOM)) return false;
+    if (!b->kernels->compile_fused || def->kind != KN_KIND_ELEMENTWISE || !def->expr || (def->flags & KN_OPF_RANDOM)) return false;
     if (n->n_out != 1 || !(n->fresh_out & 1) || n->n_in < 1 || n->n_in > 3) return false;
     if (kn_numel(n->out[0]) == 0) return false;
     kn_dtype d = n->in[0]->dtype;
@@ -165,7 +165,7 @@ static bool try_add(group *g, kn_node *const *nodes, int j) {
  * the generator knows (sum, mean, amax, amin of f32/f64); if so it closes g as its reduction. */
 static bool try_close_with_reduction(group *g, kn_node *const *nodes, const kn_backend *b, int j) {
     kn_node *n = nodes[j];
-    if (!b->compile_fused) return false;
+    if (!b->kernels->compile_fused) return false;
     if (n->op != KN_OP_sum && n->op != KN_OP_mean && n->op != KN_OP_amax && n->op != KN_OP_amin) return false;
     kn_tensor *x = n->in[0];
     if (n->n_in != 1 || n->n_out != 1 || !(n->fresh_out & 1) || (x->dtype != KN_F32 && x->dtype != KN_F64) ||
@@ -327,7 +327,7 @@ kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n) {
             int m = 0;
             for (int q = k; q < n_groups; q++)
                 if (launches[q] && backends[groups[q].first] == b) irs[m++] = &groups[q].ir;
-            if (b->compile_fused(irs, m, fns) != KN_OK) warn_no_compile();
+            if (b->kernels->compile_fused(irs, m, fns) != KN_OK) warn_no_compile();
             m = 0;
             for (int q = k; q < n_groups; q++) {
                 if (!launches[q] || backends[groups[q].first] != b) continue;

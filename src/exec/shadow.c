@@ -139,7 +139,7 @@ static kn_status shadow_record(const kn_node *n, const kn_backend *b, void **sta
     if (!ref) return KN_OK;
     const kn_op_def *def = &kn_op_table[n->op];
     kn_dtype key = reference_dtype(n->n_in ? n->in[0]->dtype : n->n_out ? n->out[0]->dtype : KN_F64);
-    kn_kernel_entry k = ref->kernels[n->op];
+    kn_kernel_entry k = ref->kernels->op[n->op];
     if (!b->holds_values || (def->flags & (KN_OPF_SYNC | KN_OPF_NOCHECK)) || !k.fn || !(k.dtypes & KN_DT(key))) {
         atomic_fetch_add_explicit(&ops_skipped, 1, memory_order_relaxed);
         return KN_OK;

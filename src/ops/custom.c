@@ -2,7 +2,6 @@
  * one `custom` node, which every mode then runs like any other op. */
 #include <stdio.h>
 
-#include "autograd/autograd_impl.h"
 #include "exec/dispatch.h"
 #include "kiln/ops.h"
 #include "ops/custom_registry.h"
@@ -114,7 +113,7 @@ kn_status kn_custom_call(int id, int n_in, kn_tensor *const *in, const kn_custom
     *KN_ATTRS(c.node, custom) = (kn_attrs_custom){.id = id, .call = *attrs};
     kn_device_type device = c.device.type;
     bool use_source = !e->def.kernels[device] && e->def.source;
-    if (c.backend->holds_values && !e->def.kernels[device] && !(use_source && c.backend->custom_prepare)) {
+    if (c.backend->holds_values && !e->def.kernels[device] && !(use_source && c.backend->kernels->custom_prepare)) {
         kn_op_fail(&c, KN_ERR_UNSUPPORTED, "the %s backend has no kernel for custom op %s", c.backend->name,
                    e->def.name);
         return KN_ERR_UNSUPPORTED;
@@ -123,31 +122,18 @@ kn_status kn_custom_call(int id, int n_in, kn_tensor *const *in, const kn_custom
     kn_dtype dtypes[KN_CUSTOM_MAX_OUTPUTS];
     bool ok = e->def.infer ? inferred_outputs(&c, e, in, attrs, shapes, dtypes)
                            : elementwise_outputs(&c, e, shapes, dtypes);
-    bool float_out = false;
-    for (int j = 0; ok && j < e->def.n_outputs; j++) {
-        ok = kn_op_output(&c, dtypes[j], shapes[j].v, shapes[j].n);
-        float_out |= kn_dtype_is_float(dtypes[j]);
-    }
+    for (int j = 0; ok && j < e->def.n_outputs; j++) ok = kn_op_output(&c, dtypes[j], shapes[j].v, shapes[j].n);
     if (!ok) return kn_last_status();
-    if (float_out && !e->def.backward && kn_ag_wants(in, n_in)) {
-        kn_op_fail(&c, KN_ERR_UNSUPPORTED,
-                   "custom op %s has no gradient (it was registered without backward); run it under "
-                   "kn_no_grad_push or on kn_detach'ed inputs",
-                   e->def.name);
-        return KN_ERR_UNSUPPORTED;
-    }
-    if (use_source && c.backend->holds_values && (st = c.backend->custom_prepare(id, dtypes[0])) != KN_OK) {
+    if (use_source && c.backend->holds_values && (st = c.backend->kernels->custom_prepare(id, dtypes[0])) != KN_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", kn_last_error());
         kn_op_fail(&c, st, "%s", msg);
         return st;
     }
+    /* Autograd's interposer refuses history for an op without backward, and records none for
+     * one with only integer or bool outputs (src/autograd/record.c). */
     kn_tensor *outs[KN_NODE_MAX_OUT] = {0};
-    /* Integer and bool outputs carry no gradient, so such an op records no history. */
-    if (!float_out) kn_no_grad_push();
-    st = kn_op_run_multi(&c, outs);
-    if (!float_out) kn_no_grad_pop();
-    if (st != KN_OK) return st;
+    if ((st = kn_op_run_multi(&c, outs)) != KN_OK) return st;
     for (int j = 0; j < e->def.n_outputs; j++) out[j] = outs[j];
     return KN_OK;
 }

@@ -25,6 +25,8 @@ enum {
     KN_OPF_NOCHECK = 1u << 2, /* debug mode skips the NaN/Inf check (outputs are not values) */
     KN_OPF_INT_TO_FLOAT = 1u << 3, /* integer and bool inputs are cast to f32 first (exp, div...) */
     KN_OPF_BOOL_OUT = 1u << 4,     /* elementwise: the output is bool (comparisons, isnan...) */
+    KN_OPF_NO_GRAD = 1u << 5,      /* never recorded for autograd: its in-place writes into tensors that
+                                      require grad are allowed (the optimizers' updates) */
 };
 
 typedef enum kn_op_id {

@@ -19,6 +19,6 @@ bool kn_op_get_info(int index, kn_op_info *out) {
 uint32_t kn_op_kernel_dtypes(int index, kn_device_type device) {
     if (index < 0 || index >= KN_OP_COUNT || !kn_runtime_ready()) return 0;
     kn_backend *b = kn_backend_for(device);
-    if (!b || !b->kernels[index].fn) return 0;
-    return b->kernels[index].dtypes;
+    if (!b || !b->kernels->op[index].fn) return 0;
+    return b->kernels->op[index].dtypes;
 }

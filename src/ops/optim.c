@@ -3,8 +3,7 @@
 #include <stdio.h>
 
 #include "exec/dispatch.h"
-#include "kiln/autograd.h"
-#include "kiln/optim.h"
+#include "kiln/ops_optim.h"
 #include "ops/ops_internal.h"
 #include "ops/optim_check.h"
 
@@ -58,13 +57,11 @@ static bool check_operand(kn_opctx *c, int i, const char *what, kn_dtype want, b
     return true;
 }
 
-/* Makes the inputs at slots[0..n-1] the node's outputs and submits it with grad mode off. */
+/* Makes the inputs at slots[0..n-1] the node's outputs and submits it (KN_OPF_NO_GRAD: autograd
+ * lets it write into parameters and records nothing). */
 static kn_status run_in_place(kn_opctx *c, const int *slots, int n) {
     for (int k = 0; k < n; k++) c->node->out[c->node->n_out++] = kn_tensor_incref(c->node->in[slots[k]]);
-    kn_no_grad_push();
-    kn_status st = kn_op_run_inplace(c);
-    kn_no_grad_pop();
-    return st;
+    return kn_op_run_inplace(c);
 }
 
 kn_status kn_adamw_update(kn_tensor *param, kn_tensor *grad, kn_tensor *exp_avg, kn_tensor *exp_avg_sq, double lr,

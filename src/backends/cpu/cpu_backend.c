@@ -130,9 +130,11 @@ static kn_status cpu_init(kn_backend *b) {
     }
     for (int i = 0; i < KN_MAX_DEVICES; i++) pools[i] = (kn_block_pool)KN_BLOCK_POOL_INIT(aligned_host_alloc, free);
     for (const kn_kernel_reg *const *family = kn_cpu_kernel_families; *family; family++)
-        kn_backend_register_kernels(b, *family);
+        kn_kernel_table_add(b->kernels, *family);
     return KN_OK;
 }
+
+static kn_kernel_table cpu_kernels = {.compile_fused = kn_cpu_fused_compile, .custom_prepare = kn_cpu_custom_prepare};
 
 kn_backend kn_cpu_backend = {
     .name = "cpu",
@@ -142,7 +144,6 @@ kn_backend kn_cpu_backend = {
     .init = cpu_init,
     .device_count = cpu_device_count,
     .device_properties = cpu_device_properties,
-    .custom_prepare = kn_cpu_custom_prepare,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memory_stats = cpu_memory_stats,
@@ -157,5 +158,5 @@ kn_backend kn_cpu_backend = {
     .copy_from_host = cpu_copy_from_host,
     .copy_to_host = cpu_copy_to_host,
     .copy_device = cpu_copy_device,
-    .compile_fused = kn_cpu_fused_compile,
+    .kernels = &cpu_kernels,
 };

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "backends/cpu/k_index_common.h"
-#include "kiln/ops_index.h"
+#include "kiln/op_enums.h"
 
 /* ---- range checks ----------------------------------------------------------------------- */
 

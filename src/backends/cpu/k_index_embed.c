@@ -6,7 +6,7 @@
 
 #include "backends/cpu/k_index_common.h"
 #include "core/philox.h"
-#include "kiln/ops_index.h"
+#include "kiln/op_enums.h"
 
 /* Bag b covers indices [start(b), end(b)). */
 typedef struct bags {

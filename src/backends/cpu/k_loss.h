@@ -5,7 +5,7 @@
 
 #include "backends/cpu/cpu_kernels.h"
 #include "core/philox.h"
-#include "kiln/ops_loss.h"
+#include "kiln/op_enums.h"
 
 /* The keep threshold of drop probability p: a 32-bit draw at or above it keeps its element
  * (p = 1 gives 2^32, which keeps nothing). */

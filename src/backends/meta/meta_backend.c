@@ -83,7 +83,7 @@ static kn_status meta_copy_device(kn_stream *s, kn_storage *dst, size_t dst_off,
 
 static kn_status meta_init(kn_backend *b) {
     for (int op = 0; op < KN_OP_COUNT; op++)
-        if (!(kn_op_table[op].flags & KN_OPF_SYNC)) b->kernels[op] = (kn_kernel_entry){meta_kernel, KN_DTS_ALL};
+        if (!(kn_op_table[op].flags & KN_OPF_SYNC)) b->kernels->op[op] = (kn_kernel_entry){meta_kernel, KN_DTS_ALL};
     return KN_OK;
 }
 
@@ -111,6 +111,9 @@ void kn_meta_trace_reset(void) {
     pthread_mutex_unlock(&lock);
 }
 
+/* Every op but the synchronous ones runs meta_kernel (meta_init); no generated code. */
+static kn_kernel_table meta_kernels;
+
 kn_backend kn_meta_backend = {
     .name = "meta",
     .type = KN_DEVICE_META,
@@ -132,4 +135,5 @@ kn_backend kn_meta_backend = {
     .copy_from_host = meta_from_host,
     .copy_to_host = meta_to_host,
     .copy_device = meta_copy_device,
+    .kernels = &meta_kernels,
 };
