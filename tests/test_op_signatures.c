@@ -8,6 +8,7 @@
 #include "kiln/kiln.h"
 #include "kiln/optable.h"
 #include "ops/grad.h"
+#include "ops/op_rules.h"
 #include "ops/op_table.h"
 
 static const char *signature(kn_op_id op) {
@@ -146,12 +147,12 @@ static void test_elementwise_rule_behind_the_entry(void) {
     kn_tensor *a = kn_zeros(KN_SHAPE(2, 1), KN_I32), *b = kn_zeros(KN_SHAPE(3), KN_I32);
     kn_op_infer r;
     char why[256];
-    CHECK(kn_op_table[KN_OP_eq].infer(KN_OP_eq, 2, (kn_tensor *[]){a, b}, NULL, &r, why, sizeof why) == KN_OK);
-    CHECK(r.out == KN_BOOL && r.compute == KN_I32 && r.shape.n == 2 && r.shape.v[0] == 2 && r.shape.v[1] == 3);
-    CHECK(kn_op_table[KN_OP_exp].infer(KN_OP_exp, 1, &a, NULL, &r, why, sizeof why) == KN_OK);
-    CHECK(r.out == KN_F32 && r.compute == KN_F32);
+    CHECK(kn_op_apply_rule(KN_OP_eq, 2, (kn_tensor *[]){a, b}, NULL, &r, why, sizeof why) == KN_OK);
+    CHECK(r.out[0] == KN_BOOL && r.compute == KN_I32 && r.shape[0].n == 2 && r.shape[0].v[0] == 2 && r.shape[0].v[1] == 3);
+    CHECK(kn_op_apply_rule(KN_OP_exp, 1, &a, NULL, &r, why, sizeof why) == KN_OK);
+    CHECK(r.out[0] == KN_F32 && r.compute == KN_F32);
     kn_tensor *c = kn_zeros(KN_SHAPE(4), KN_I32);
-    CHECK(kn_op_table[KN_OP_add].infer(KN_OP_add, 2, (kn_tensor *[]){b, c}, NULL, &r, why, sizeof why) == KN_ERR_SHAPE);
+    CHECK(kn_op_apply_rule(KN_OP_add, 2, (kn_tensor *[]){b, c}, NULL, &r, why, sizeof why) == KN_ERR_SHAPE);
     CHECK_MSG(strstr(why, "shapes do not broadcast"), "%s", why);
     kn_tensor *e = kn_eq(a, b); /* the API gives what the rule says */
     CHECK(e && kn_dtype_of(e) == KN_BOOL && kn_shape_of(e).n == 2 && kn_shape_of(e).v[1] == 3);
@@ -168,12 +169,12 @@ static void test_reduction_rule_behind_the_entry(void) {
     kn_attrs at = {.sum = {.dims = {.n = 2, .v = {0, 2}}, .keepdim = true}};
     kn_op_infer r;
     char why[64];
-    CHECK(kn_op_table[KN_OP_sum].infer(KN_OP_sum, 1, &x, &at, &r, why, sizeof why) == KN_OK);
-    CHECK(r.out == KN_I64 && r.shape.n == 3 && r.shape.v[0] == 1 && r.shape.v[1] == 3 && r.shape.v[2] == 1);
+    CHECK(kn_op_apply_rule(KN_OP_sum, 1, &x, &at, &r, why, sizeof why) == KN_OK);
+    CHECK(r.out[0] == KN_I64 && r.shape[0].n == 3 && r.shape[0].v[0] == 1 && r.shape[0].v[1] == 3 && r.shape[0].v[2] == 1);
     at.any.keepdim = false;
-    CHECK(kn_op_table[KN_OP_any].infer(KN_OP_any, 1, &x, &at, &r, why, sizeof why) == KN_OK);
-    CHECK(r.out == KN_BOOL && r.shape.n == 1 && r.shape.v[0] == 3);
-    CHECK(kn_op_table[KN_OP_amax].infer(KN_OP_amax, 1, &x, &at, &r, why, sizeof why) == KN_OK && r.out == KN_I32);
+    CHECK(kn_op_apply_rule(KN_OP_any, 1, &x, &at, &r, why, sizeof why) == KN_OK);
+    CHECK(r.out[0] == KN_BOOL && r.shape[0].n == 1 && r.shape[0].v[0] == 3);
+    CHECK(kn_op_apply_rule(KN_OP_amax, 1, &x, &at, &r, why, sizeof why) == KN_OK && r.out[0] == KN_I32);
     kn_tensor *s = kn_sum(x, KN_DIMS(0, 2), true); /* the API gives what the rule says */
     CHECK(s && kn_dtype_of(s) == KN_I64 && kn_shape_of(s).n == 3 && kn_shape_of(s).v[1] == 3);
     kn_scope_pop();

@@ -1,0 +1,48 @@
+/* Shape and dtype rules: the functions op table entries point to (kn_op_def.infer). Each
+ * family's rules live next to its API functions; an entry names its rule as its fifth field
+ * (defs/all.def), the elementwise forms name kn_infer_elementwise for themselves. Rules that
+ * several families share (an output shaped like an input) are in ops/op_infer.c. */
+#ifndef KILN_OPS_OP_RULES_H
+#define KILN_OPS_OP_RULES_H
+
+#include <stdio.h>
+
+#include "core/error.h"
+#include "ops/op_table.h"
+
+/* Declares or defines rule fn with kn_infer_fn's parameters. */
+#define KN_RULE(fn)                                                                                   \
+    kn_status fn(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r, \
+                 char *why, size_t why_size)
+/* In a rule: writes the reason to why and returns code. */
+#define KN_RULE_FAIL(code, ...) return (snprintf(why, why_size, __VA_ARGS__), (code))
+/* Appends an output of dtype and shape to r. */
+static inline void kn_infer_out(kn_op_infer *r, kn_dtype dtype, const int64_t *shape, int ndim) {
+    kn_shape *s = &r->shape[r->n_out];
+    s->n = ndim;
+    for (int d = 0; d < ndim; d++) s->v[d] = shape[d];
+    r->out[r->n_out++] = dtype;
+}
+
+/* Runs op's rule with r zeroed first: what the dispatcher (kn_op_infer_node) and a planner
+ * call. KN_ERR_INTERNAL for an op without one (a value-dependent op). */
+kn_status kn_op_apply_rule(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r,
+                           char *why, size_t why_size);
+
+/* Shared (ops/op_infer.c). */
+KN_RULE(kn_infer_like_first);   /* one output: in[0]'s shape and dtype */
+KN_RULE(kn_infer_like_inputs);  /* one output per input, each shaped like it (in-place updates) */
+
+/* Elementwise (ops/elementwise.c): inputs broadcast together; PyTorch's result type (f32 for
+ * integers where KN_OPF_INT_TO_FLOAT); bool out for KN_OPF_BOOL_OUT ops. */
+KN_RULE(kn_infer_elementwise);
+/* Reductions (ops/reduce.c): x's shape without (keepdim: with size 1) the normalized dims;
+ * x's dtype, i64 for integer sums and products and for arg*, bool for all and any; max_dim
+ * and min_dim add their i64 indices. */
+KN_RULE(kn_infer_reduce);
+/* Scans and softmaxes (ops/reduce.c): x's shape; cumsum and cumprod widen integers to i64. */
+KN_RULE(kn_infer_scan);
+/* softmax_backward, log_softmax_backward (ops/reduce.c): g's shape (y's too), f32 or f64. */
+KN_RULE(kn_infer_softmax_backward);
+
+#endif
