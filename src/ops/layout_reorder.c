@@ -5,10 +5,24 @@
 #include "core/error.h"
 #include "exec/dispatch.h"
 #include "kiln/ops.h"
+#include "ops/op_rules.h"
 #include "ops/ops_internal.h"
 
 /* Remap modes of defs/layout.def; the first three are kn_pad_mode's values. */
 enum { REMAP_CIRCULAR = 3 };
+
+/* pad, roll and repeat: x's dtype, the size attribute's shape (one size per dim of x). */
+KN_RULE(kn_infer_remap) {
+    const kn_attrs_pad *a = &at->pad; /* roll's and repeat's are pad's (op_table.c) */
+    if (a->size.n != in[0]->ndim || a->before.n != in[0]->ndim)
+        KN_RULE_FAIL(KN_ERR_ARG, "size and before need one entry per dim of x");
+    if (a->mode < 0 || a->mode > REMAP_CIRCULAR) KN_RULE_FAIL(KN_ERR_ARG, "unknown remap mode %lld", (long long)a->mode);
+    for (int d = 0; d < a->size.n; d++)
+        if (a->size.v[d] < 0) KN_RULE_FAIL(KN_ERR_SHAPE, "size %lld of dim %d is negative", (long long)a->size.v[d], d);
+    kn_infer_out(r, in[0]->dtype, a->size.v, a->size.n);
+    r->compute = in[0]->dtype;
+    return KN_OK;
+}
 
 /* Finishes a begun pad/roll/repeat node: out_shape, per-dim `before` shifts, mode, fill value. */
 static kn_tensor *run_remap(kn_opctx *c, const int64_t *out_shape, const int64_t *before, int mode, double value) {
@@ -16,9 +30,9 @@ static kn_tensor *run_remap(kn_opctx *c, const int64_t *out_shape, const int64_t
     kn_attrs_pad *a = KN_ATTRS(c->node, pad); /* roll's and repeat's are pad's (op_table.c) */
     a->mode = mode;
     a->value = value;
-    a->before.n = x->ndim;
-    for (int d = 0; d < x->ndim; d++) a->before.v[d] = before[d];
-    if (!kn_op_output(c, x->dtype, out_shape, x->ndim)) return NULL;
+    a->before.n = a->size.n = x->ndim;
+    for (int d = 0; d < x->ndim; d++) a->before.v[d] = before[d], a->size.v[d] = out_shape[d];
+    if (!kn_op_outputs_inferred(c)) return NULL;
     return kn_op_run(c);
 }
 
@@ -161,13 +175,18 @@ kn_tensor *kn_repeat_interleave(kn_tensor *x, int64_t repeats, int64_t dim) {
     return kn_scope_pop_keep(kn_view(copy, out));
 }
 
+/* tril and triu: x's shape and dtype, x at least 2-d. */
+KN_RULE(kn_infer_triangle) {
+    if (in[0]->ndim < 2) KN_RULE_FAIL(KN_ERR_SHAPE, "needs at least 2 dims, not %d", in[0]->ndim);
+    return kn_infer_like_first(op, n_in, in, at, r, why, why_size);
+}
+
 static kn_tensor *triangle(kn_op_id op, kn_tensor *x, int64_t diagonal) {
     kn_opctx c;
     if (!kn_op_begin(&c, op, 1, &x)) return NULL;
-    if (x->ndim < 2) return kn_op_fail(&c, KN_ERR_SHAPE, "needs at least 2 dims, not %d", x->ndim);
     if (op == KN_OP_tril) KN_ATTRS(c.node, tril)->diagonal = diagonal;
     else KN_ATTRS(c.node, triu)->diagonal = diagonal;
-    if (!kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
+    if (!kn_op_outputs_inferred(&c)) return NULL;
     return kn_op_run(&c);
 }
 

@@ -44,5 +44,25 @@ KN_RULE(kn_infer_reduce);
 KN_RULE(kn_infer_scan);
 /* softmax_backward, log_softmax_backward (ops/reduce.c): g's shape (y's too), f32 or f64. */
 KN_RULE(kn_infer_softmax_backward);
+/* matmul (ops/linalg.c): a [..., M, K] @ b [..., K, N], batch dims broadcast, promoted dtype. */
+KN_RULE(kn_infer_matmul);
+/* Layout (ops/layout.c, layout_reorder.c): cat along its dim (promoted dtype); pad, roll and
+ * repeat to their size attribute; tril and triu like x (at least 2-d). */
+KN_RULE(kn_infer_cat);
+KN_RULE(kn_infer_remap);
+KN_RULE(kn_infer_triangle);
+/* Indexing (ops/index.c, index_mask.c): each checks its index dtypes and shapes as the API
+ * function did. scatter covers scatter, scatter_value, scatter_add and scatter_reduce. */
+KN_RULE(kn_infer_index_select);
+KN_RULE(kn_infer_embedding);
+KN_RULE(kn_infer_embedding_backward);
+KN_RULE(kn_infer_gather);
+KN_RULE(kn_infer_scatter);
+KN_RULE(kn_infer_index_add);
+KN_RULE(kn_infer_index_put);
+KN_RULE(kn_infer_masked_fill);
+KN_RULE(kn_infer_embedding_bag);
+KN_RULE(kn_infer_sort);
+KN_RULE(kn_infer_multinomial);
 
 #endif

@@ -80,8 +80,8 @@ REDUCE_HEAD(log_softmax_backward)
     _Static_assert(offsetof(kn_attrs_##a, f) == offsetof(kn_attrs_##b, f) &&                 \
                        sizeof(((kn_attrs_##a *)0)->f) == sizeof(((kn_attrs_##b *)0)->f),     \
                    #a " and " #b ": " #f);
-SAME_FIELD(roll, pad, mode) SAME_FIELD(roll, pad, value) SAME_FIELD(roll, pad, before)
-SAME_FIELD(repeat, pad, mode) SAME_FIELD(repeat, pad, value) SAME_FIELD(repeat, pad, before)
+SAME_FIELD(roll, pad, mode) SAME_FIELD(roll, pad, value) SAME_FIELD(roll, pad, before) SAME_FIELD(roll, pad, size)
+SAME_FIELD(repeat, pad, mode) SAME_FIELD(repeat, pad, value) SAME_FIELD(repeat, pad, before) SAME_FIELD(repeat, pad, size)
 SAME_FIELD(scatter_add, scatter_reduce, dim) SAME_FIELD(scatter_add, scatter_reduce, reduce)
 SAME_FIELD(scatter_add, scatter_reduce, include_self) SAME_FIELD(scatter_add, scatter_reduce, alpha)
 SAME_FIELD(index_add, scatter_reduce, dim) SAME_FIELD(index_add, scatter_reduce, reduce)
