@@ -18,8 +18,11 @@ bool kn_op_infer_node(kn_opctx *c, kn_op_infer *r) {
 }
 
 bool kn_op_add_outputs(kn_opctx *c, const kn_op_infer *r) {
-    for (int i = 0; i < r->n_out; i++)
-        if (!kn_op_output(c, r->out[i], r->shape[i].v, r->shape[i].n)) return false;
+    kn_node *n = c->node;
+    for (int i = 0; i < r->n_out; i++) {
+        if (r->in_place[i]) n->out[n->n_out++] = kn_tensor_incref(n->in[r->in_place[i] - 1]);
+        else if (!kn_op_output(c, r->out[i], r->shape[i].v, r->shape[i].n)) return false;
+    }
     return true;
 }
 
@@ -35,7 +38,7 @@ KN_RULE(kn_infer_like_first) {
 }
 
 KN_RULE(kn_infer_like_inputs) {
-    for (int i = 0; i < n_in && i < KN_NODE_MAX_OUT; i++) kn_infer_out(r, in[i]->dtype, in[i]->shape, in[i]->ndim);
+    for (int i = 0; i < n_in && i < KN_NODE_MAX_OUT; i++) kn_infer_in_place(r, in, i);
     r->compute = in[0]->dtype;
     return KN_OK;
 }

@@ -24,6 +24,12 @@ static inline void kn_infer_out(kn_op_infer *r, kn_dtype dtype, const int64_t *s
     r->out[r->n_out++] = dtype;
 }
 
+/* Appends input i of the rule's inputs as an output updated in place. */
+static inline void kn_infer_in_place(kn_op_infer *r, kn_tensor *const *in, int i) {
+    r->in_place[r->n_out] = (uint8_t)(i + 1);
+    kn_infer_out(r, in[i]->dtype, in[i]->shape, in[i]->ndim);
+}
+
 /* Runs op's rule with r zeroed first: what the dispatcher (kn_op_infer_node) and a planner
  * call. KN_ERR_INTERNAL for an op without one (a value-dependent op). */
 kn_status kn_op_apply_rule(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r,
@@ -31,7 +37,7 @@ kn_status kn_op_apply_rule(kn_op_id op, int n_in, kn_tensor *const *in, const kn
 
 /* Shared (ops/op_infer.c). */
 KN_RULE(kn_infer_like_first);   /* one output: in[0]'s shape and dtype */
-KN_RULE(kn_infer_like_inputs);  /* one output per input, each shaped like it (in-place updates) */
+KN_RULE(kn_infer_like_inputs);  /* every input updated in place, in order (optimizer updates) */
 
 /* Elementwise (ops/elementwise.c): inputs broadcast together; PyTorch's result type (f32 for
  * integers where KN_OPF_INT_TO_FLOAT); bool out for KN_OPF_BOOL_OUT ops. */
@@ -64,5 +70,15 @@ KN_RULE(kn_infer_masked_fill);
 KN_RULE(kn_infer_embedding_bag);
 KN_RULE(kn_infer_sort);
 KN_RULE(kn_infer_multinomial);
+/* nn (ops/nn_norm.c, nn_conv.c, nn_pool.c, nn_backward.c): the checks the API functions made
+ * on shapes and attributes; batch_norm's running stats are outputs updated in place. */
+KN_RULE(kn_infer_trailing_norm);
+KN_RULE(kn_infer_group_norm);
+KN_RULE(kn_infer_batch_norm);
+KN_RULE(kn_infer_conv);
+KN_RULE(kn_infer_pool);
+KN_RULE(kn_infer_resize);
+KN_RULE(kn_infer_norm_backward);
+KN_RULE(kn_infer_conv2d_backward_weight);
 
 #endif

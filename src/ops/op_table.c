@@ -92,7 +92,7 @@ SAME_FIELD(conv2d_backward_weight, conv2d, stride) SAME_FIELD(conv2d_backward_we
 SAME_FIELD(conv2d_backward_weight, conv2d, dilation) SAME_FIELD(conv2d_backward_weight, conv2d, groups)
 SAME_FIELD(avg_pool2d, max_pool2d, kernel) SAME_FIELD(avg_pool2d, max_pool2d, stride)
 SAME_FIELD(avg_pool2d, max_pool2d, padding) SAME_FIELD(avg_pool2d, max_pool2d, dilation)
-SAME_FIELD(avg_pool2d, max_pool2d, exclude_pad)
+SAME_FIELD(avg_pool2d, max_pool2d, exclude_pad) SAME_FIELD(avg_pool2d, max_pool2d, ceil_mode)
 SAME_FIELD(rms_norm, layer_norm, inner) SAME_FIELD(rms_norm, layer_norm, eps)
 SAME_FIELD(layer_norm_backward, layer_norm, inner) SAME_FIELD(layer_norm_backward, layer_norm, eps)
 SAME_FIELD(rms_norm_backward, layer_norm, inner) SAME_FIELD(rms_norm_backward, layer_norm, eps)

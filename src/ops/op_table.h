@@ -157,6 +157,7 @@ typedef struct kn_op_infer {
     int n_out;
     kn_shape shape[KN_NODE_MAX_OUT];
     kn_dtype out[KN_NODE_MAX_OUT];
+    uint8_t in_place[KN_NODE_MAX_OUT]; /* 1 + the input an output is (updated in place); 0: fresh */
     kn_dtype compute;
 } kn_op_infer;
 /* An op's shape and dtype rule, over its (already checked non-NULL) inputs, packed as a node
