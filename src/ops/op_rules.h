@@ -80,5 +80,12 @@ KN_RULE(kn_infer_pool);
 KN_RULE(kn_infer_resize);
 KN_RULE(kn_infer_norm_backward);
 KN_RULE(kn_infer_conv2d_backward_weight);
+/* Losses, dropout, attention (ops/loss.c, loss_backward.c, attention.c). class_loss is
+ * cross_entropy's and nll_loss's over the node's class-last layout. */
+KN_RULE(kn_infer_class_loss);
+KN_RULE(kn_infer_pointwise_loss);
+KN_RULE(kn_infer_dropout);
+KN_RULE(kn_infer_sdpa);
+KN_RULE(kn_infer_sdpa_backward);
 
 #endif
