@@ -27,7 +27,9 @@ static void test_signature_text(void) {
     CHECK_MSG(strcmp(signature(KN_OP_conv2d),
                      "conv2d(x, weight, bias?; stride: i64[2], padding: i64[2], dilation: i64[2], groups: i64)") == 0,
               "%s", signature(KN_OP_conv2d));
-    CHECK_MSG(strcmp(signature(KN_OP_eye), "eye()") == 0, "%s", signature(KN_OP_eye));
+    CHECK_MSG(strcmp(signature(KN_OP_embedding), "embedding(weight, indices)") == 0, "%s", signature(KN_OP_embedding));
+    /* creation ops carry their output's shape and dtype (the shape rule reads them) */
+    CHECK_MSG(strcmp(signature(KN_OP_eye), "eye(shape: dims, dtype: i64)") == 0, "%s", signature(KN_OP_eye));
     /* truncation reports the length wanted */
     char small[8];
     size_t want = kn_op_signature(KN_OP_layer_norm, small, sizeof small);

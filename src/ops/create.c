@@ -4,15 +4,28 @@
 #include "core/runtime_impl.h"
 #include "exec/dispatch.h"
 #include "kiln/ops.h"
+#include "ops/op_rules.h"
 #include "ops/ops_internal.h"
+
+/* Every creation op: its shape and dtype attributes (bernoulli's probabilities, if given,
+ * have that shape). */
+KN_RULE(kn_infer_creation) {
+    const kn_creation_attrs *a = &at->creation;
+    if (!kn_dtype_valid((kn_dtype)a->dtype)) KN_RULE_FAIL(KN_ERR_DTYPE, "invalid dtype %d", (int)a->dtype);
+    if (a->shape.n < 0 || a->shape.n > KN_MAX_DIMS)
+        KN_RULE_FAIL(KN_ERR_SHAPE, "%d dims requested; at most %d", a->shape.n, KN_MAX_DIMS);
+    bool fits = n_in == 0 || in[0]->ndim == a->shape.n;
+    for (int d = 0; fits && n_in && d < a->shape.n; d++) fits = in[0]->shape[d] == a->shape.v[d];
+    if (!fits) KN_RULE_FAIL(KN_ERR_SHAPE, "the probabilities do not have the output's shape");
+    kn_infer_out(r, (kn_dtype)a->dtype, a->shape.v, a->shape.n);
+    return KN_OK;
+}
 
 /* Records a creation node of `shape` and `dtype` on `device`; fill in attrs, then run. */
 static bool begin_creation(kn_opctx *c, kn_op_id op, kn_shape shape, kn_dtype dtype, kn_device device) {
     if (!kn_op_begin_on(c, op, 0, NULL, device)) return false;
-    if (!kn_dtype_valid(dtype)) return kn_op_fail(c, KN_ERR_DTYPE, "invalid dtype %d", (int)dtype) != NULL;
-    if (shape.n < 0 || shape.n > KN_MAX_DIMS)
-        return kn_op_fail(c, KN_ERR_SHAPE, "%d dims requested; at most %d", shape.n, KN_MAX_DIMS) != NULL;
-    return kn_op_output(c, dtype, shape.v, shape.n) != NULL;
+    *KN_ATTRS(c->node, creation) = (kn_creation_attrs){.shape = shape, .dtype = dtype};
+    return kn_op_outputs_inferred(c);
 }
 
 kn_tensor *kn_full_on(kn_shape shape, double value, kn_dtype dtype, kn_device device) {
@@ -148,7 +161,8 @@ kn_tensor *kn_bernoulli(kn_tensor *p) {
     kn_op_set_input(&c, 0, p64);
     kn_release(p64);
     kn_rng_reserve((uint64_t)kn_numel(p), &c.node->rng_seed, &c.node->rng_offset);
-    if (!kn_op_output(&c, p->dtype, p->shape, p->ndim)) return NULL;
+    *KN_ATTRS(c.node, creation) = (kn_creation_attrs){.shape = kn_shape_of(p), .dtype = p->dtype};
+    if (!kn_op_outputs_inferred(&c)) return NULL;
     return kn_op_run(&c);
 }
 

@@ -269,10 +269,18 @@ kn_tensor *kn_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, double a,
 
 /* ---- casts ------------------------------------------------------------------------------------ */
 
+/* copy: x's shape in the dtype attribute. */
+KN_RULE(kn_infer_copy) {
+    if (!kn_dtype_valid((kn_dtype)at->copy.dtype)) KN_RULE_FAIL(KN_ERR_DTYPE, "invalid target dtype %d", (int)at->copy.dtype);
+    kn_infer_out(r, (kn_dtype)at->copy.dtype, in[0]->shape, in[0]->ndim);
+    r->compute = in[0]->dtype;
+    return KN_OK;
+}
+
 kn_tensor *kn_cast(kn_tensor *x, kn_dtype dtype) {
     kn_opctx c;
     if (!kn_op_begin(&c, KN_OP_copy, 1, &x)) return NULL;
-    if (!kn_dtype_valid(dtype)) return kn_op_fail(&c, KN_ERR_DTYPE, "invalid target dtype %d", (int)dtype);
-    if (!kn_op_output(&c, dtype, x->shape, x->ndim)) return NULL;
+    KN_ATTRS(c.node, copy)->dtype = dtype;
+    if (!kn_op_outputs_inferred(&c)) return NULL;
     return kn_op_run(&c);
 }

@@ -36,9 +36,3 @@ KN_RULE(kn_infer_like_first) {
     r->compute = in[0]->dtype;
     return KN_OK;
 }
-
-KN_RULE(kn_infer_like_inputs) {
-    for (int i = 0; i < n_in && i < KN_NODE_MAX_OUT; i++) kn_infer_in_place(r, in, i);
-    r->compute = in[0]->dtype;
-    return KN_OK;
-}

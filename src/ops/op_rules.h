@@ -37,7 +37,6 @@ kn_status kn_op_apply_rule(kn_op_id op, int n_in, kn_tensor *const *in, const kn
 
 /* Shared (ops/op_infer.c). */
 KN_RULE(kn_infer_like_first);   /* one output: in[0]'s shape and dtype */
-KN_RULE(kn_infer_like_inputs);  /* every input updated in place, in order (optimizer updates) */
 
 /* Elementwise (ops/elementwise.c): inputs broadcast together; PyTorch's result type (f32 for
  * integers where KN_OPF_INT_TO_FLOAT); bool out for KN_OPF_BOOL_OUT ops. */
@@ -87,5 +86,11 @@ KN_RULE(kn_infer_pointwise_loss);
 KN_RULE(kn_infer_dropout);
 KN_RULE(kn_infer_sdpa);
 KN_RULE(kn_infer_sdpa_backward);
+/* Optimizer updates (ops/optim.c): operands checked against param; outputs in place. */
+KN_RULE(kn_infer_optim_update);
+/* Creation (ops/create.c): the shape and dtype attributes every creation op starts with;
+ * copy (ops/elementwise.c): x's shape in its dtype attribute. */
+KN_RULE(kn_infer_creation);
+KN_RULE(kn_infer_copy);
 
 #endif

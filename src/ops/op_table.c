@@ -59,7 +59,10 @@ const kn_param *kn_op_params(kn_op_id op) {
     _Static_assert(offsetof(kn_attrs_##name, keepdim) == offsetof(kn_reduce_attrs, keepdim), #name);
 #define CHECK_KN_KIND_ELEMENTWISE(name)
 #define CHECK_KN_KIND_OPAQUE(name)
-#define CHECK_KN_KIND_CREATION(name)
+#define CHECK_KN_KIND_CREATION(name)                                                                 \
+    _Static_assert(offsetof(kn_attrs_##name, shape) == offsetof(kn_creation_attrs, shape) &&            \
+                       offsetof(kn_attrs_##name, dtype) == offsetof(kn_creation_attrs, dtype),          \
+                   #name);
 #define KN_OP(name, kind, ...) CHECK_##kind(name)
 #include "ops/defs/all.def"
 #undef KN_OP

@@ -85,6 +85,13 @@ typedef struct kn_reduce_attrs {
     bool keepdim;
 } kn_reduce_attrs;
 
+/* The head every creation op's attributes start with (checked in op_table.c): the output's
+ * shape and dtype, which its rule reads as KN_ATTRS(n, creation). */
+typedef struct kn_creation_attrs {
+    kn_shape shape;
+    int64_t dtype;
+} kn_creation_attrs;
+
 /* A node's attributes: the struct of its op (one member per op, named as the op) and which
  * optional inputs are absent. Fixed size, so a node never allocates for them. */
 typedef struct kn_attrs {
@@ -94,6 +101,7 @@ typedef struct kn_attrs {
 #include "ops/defs/all.def"
 #undef KN_OP
         kn_reduce_attrs reduce;
+        kn_creation_attrs creation;
     };
 } kn_attrs;
 
