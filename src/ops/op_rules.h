@@ -92,5 +92,8 @@ KN_RULE(kn_infer_optim_update);
  * copy (ops/elementwise.c): x's shape in its dtype attribute. */
 KN_RULE(kn_infer_creation);
 KN_RULE(kn_infer_copy);
+/* Custom ops (ops/custom_infer.c): the registered op's infer callback, or the elementwise
+ * rule for ops registered without one. */
+KN_RULE(kn_infer_custom);
 
 #endif

@@ -182,8 +182,10 @@ typedef struct kn_op_def {
     uint32_t dtypes;  /* input dtypes the op accepts (KN_DT masks) */
     uint32_t flags;
     const char *expr; /* elementwise ops: the scalar expression (x, y, z inputs; a, b attributes) */
-    kn_infer_fn infer; /* the shape and dtype rule; NULL only for KN_OPF_SYNC ops whose output
-                        * shape depends on values: the kernel allocates their outputs */
+    kn_infer_fn infer; /* the shape and dtype rule (ops/op_rules.h). NULL: "value-dependent, the
+                        * kernel allocates" (KN_OPF_SYNC ops whose output shape depends on values:
+                        * masked_select, nonzero, unique, one_hot), and `fused`, whose outputs are
+                        * those of the ruled nodes it was made from (its kn_fused_launch says) */
 } kn_op_def;
 
 extern const kn_op_def kn_op_table[KN_OP_COUNT];
