@@ -7,12 +7,6 @@
 #include "ops/op_rules.h"
 #include "ops/ops_internal.h"
 
-bool kn_index_dtype_ok(kn_opctx *c, kn_tensor *index, const char *what) {
-    if (index->dtype == KN_I32 || index->dtype == KN_I64) return true;
-    kn_op_fail(c, KN_ERR_DTYPE, "%s must be i32 or i64, not %s", what, kn_dtype_name(index->dtype));
-    return false;
-}
-
 /* Replaces input i with t (NULL: the node is freed and false returned). */
 bool kn_index_set_input(kn_opctx *c, int i, kn_tensor *t) {
     if (!t) {

@@ -6,33 +6,38 @@
 #include "ops/op_rules.h"
 #include "ops/ops_internal.h"
 
-/* index_put: x, values, then n index tensors that broadcast together to B; values broadcast
- * to B followed by x's unindexed dims; out[0] like x. */
-KN_RULE(kn_infer_index_put) {
-    const kn_tensor *x = in[0], *values = in[1];
-    int n = n_in - 2;
+/* index_put's shapes: B, the n index tensors broadcast together, and full, B followed by x's
+ * unindexed dims (what values broadcast to). */
+static kn_status index_put_shapes(const kn_tensor *x, kn_tensor *const *indices, int n, kn_shape *B, kn_shape *full,
+                                  char *why, size_t why_size) {
     if (n < 1 || n > x->ndim) KN_RULE_FAIL(KN_ERR_ARG, "%d index tensors for %d dims", n, x->ndim);
-    kn_shape B = kn_shape_of(in[2]);
+    *B = kn_shape_of(indices[0]);
     for (int k = 0; k < n; k++) {
-        kn_status st = kn_index_dtype_why(in[2 + k], "indices", why, why_size);
+        kn_status st = kn_index_dtype_why(indices[k], "indices", why, why_size);
         if (st != KN_OK) return st;
         kn_shape next;
-        if (!kn_broadcast_shapes("index_put", B, kn_shape_of(in[2 + k]), &next))
+        if (!kn_broadcast_shapes("index_put", *B, kn_shape_of(indices[k]), &next))
             KN_RULE_FAIL(KN_ERR_SHAPE, "index tensors do not broadcast together");
-        B = next;
+        *B = next;
     }
-    kn_shape full = B;
+    *full = *B;
     for (int d = n; d < x->ndim; d++) {
-        if (full.n == KN_MAX_DIMS) KN_RULE_FAIL(KN_ERR_SHAPE, "too many dims");
-        full.v[full.n++] = x->shape[d];
+        if (full->n == KN_MAX_DIMS) KN_RULE_FAIL(KN_ERR_SHAPE, "too many dims");
+        full->v[full->n++] = x->shape[d];
     }
-    kn_shape vb;
-    bool fits = kn_broadcast_shapes("index_put", kn_shape_of(values), full, &vb) && vb.n == full.n;
+    return KN_OK;
+}
+
+/* index_put: x, values, then the index tensors; values broadcast to the indexed shape;
+ * out[0] like x. */
+KN_RULE(kn_infer_index_put) {
+    kn_shape B, full, vb;
+    kn_status st = index_put_shapes(in[0], in + 2, n_in - 2, &B, &full, why, why_size);
+    if (st != KN_OK) return st;
+    bool fits = kn_broadcast_shapes("index_put", kn_shape_of(in[1]), full, &vb) && vb.n == full.n;
     for (int d = 0; fits && d < full.n; d++) fits = vb.v[d] == full.v[d];
     kn_clear_error();
     if (!fits) KN_RULE_FAIL(KN_ERR_SHAPE, "values do not broadcast to the indexed shape");
-    r->shape[1] = B; /* not an output: what the API function expands the indices to */
-    r->shape[2] = full;
     return kn_infer_like_first(op, n_in, in, at, r, why, why_size);
 }
 
@@ -52,8 +57,10 @@ kn_tensor *kn_index_put(kn_tensor *x, kn_tensor *const *indices, int n, kn_tenso
     kn_op_infer r;
     if (!kn_op_begin(&c, KN_OP_index_put, 2 + n, in)) return NULL;
     *KN_ATTRS(c.node, index_put) = (kn_attrs_index_put){.n = n, .accumulate = accumulate};
+    kn_shape B, full;
+    char why[160];
     if (!kn_op_infer_node(&c, &r)) return NULL;
-    kn_shape B = r.shape[1], full = r.shape[2];
+    index_put_shapes(x, indices, n, &B, &full, why, sizeof why); /* as the rule found them */
     kn_dtype vdt = accumulate ? (x->dtype == KN_F64 ? KN_F64 : kn_dtype_is_float(x->dtype) ? KN_F32 : KN_I64) : x->dtype;
     kn_scope_push();
     kn_tensor *v = kn_expand(values, full);
