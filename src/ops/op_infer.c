@@ -3,7 +3,8 @@
 
 kn_status kn_op_apply_rule(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r,
                            char *why, size_t why_size) {
-    *r = (kn_op_infer){0};
+    r->n_out = 0; /* not a memset: the struct is large and this runs on every op */
+    r->compute = n_in ? in[0]->dtype : KN_F32;
     if (!kn_op_table[op].infer) KN_RULE_FAIL(KN_ERR_INTERNAL, "no shape rule: the kernel allocates the outputs");
     return kn_op_table[op].infer(op, n_in, in, at, r, why, why_size);
 }

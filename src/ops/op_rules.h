@@ -21,16 +21,18 @@ static inline void kn_infer_out(kn_op_infer *r, kn_dtype dtype, const int64_t *s
     kn_shape *s = &r->shape[r->n_out];
     s->n = ndim;
     for (int d = 0; d < ndim; d++) s->v[d] = shape[d];
+    r->in_place[r->n_out] = 0;
     r->out[r->n_out++] = dtype;
 }
 
 /* Appends input i of the rule's inputs as an output updated in place. */
 static inline void kn_infer_in_place(kn_op_infer *r, kn_tensor *const *in, int i) {
-    r->in_place[r->n_out] = (uint8_t)(i + 1);
     kn_infer_out(r, in[i]->dtype, in[i]->shape, in[i]->ndim);
+    r->in_place[r->n_out - 1] = (uint8_t)(i + 1);
 }
 
-/* Runs op's rule with r zeroed first: what the dispatcher (kn_op_infer_node) and a planner
+/* Runs op's rule with r emptied first (no outputs; compute is in[0]'s dtype unless the rule
+ * says otherwise): what the dispatcher (kn_op_infer_node) and a planner
  * call. KN_ERR_INTERNAL for an op without one (a value-dependent op). */
 kn_status kn_op_apply_rule(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r,
                            char *why, size_t why_size);

@@ -169,7 +169,7 @@ typedef struct kn_op_infer {
     kn_dtype compute;
 } kn_op_infer;
 /* An op's shape and dtype rule, over its (already checked non-NULL) inputs, packed as a node
- * holds them, and its attributes: KN_OK with every output in r (which starts zeroed), or an
+ * holds them, and its attributes: KN_OK with every output in r (which starts empty), or an
  * error code with what does not fit written to why (the caller names the op and inputs).
  * A rule alone rejects every shape and attribute an API function would reject, so a graph
  * can be checked and planned without running API functions. Rules are in ops/op_rules.h. */
