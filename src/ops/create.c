@@ -4,15 +4,29 @@
 #include "core/runtime_impl.h"
 #include "exec/dispatch.h"
 #include "kiln/ops.h"
+#include "ops/op_rules.h"
 #include "ops/ops_internal.h"
 
-/* Records a creation node of `shape` and `dtype` on `device`; fill in attrs, then run. */
+/* Every creation op: its shape and dtype attributes (bernoulli's probabilities, if given,
+ * have that shape). */
+KN_RULE(kn_infer_creation) {
+    const kn_creation_attrs *a = &at->creation;
+    if (!kn_dtype_valid((kn_dtype)a->dtype)) KN_RULE_FAIL(KN_ERR_DTYPE, "invalid dtype %d", (int)a->dtype);
+    if (a->shape.n < 0 || a->shape.n > KN_MAX_DIMS)
+        KN_RULE_FAIL(KN_ERR_SHAPE, "%d dims requested; at most %d", a->shape.n, KN_MAX_DIMS);
+    bool fits = n_in == 0 || in[0]->ndim == a->shape.n;
+    for (int d = 0; fits && n_in && d < a->shape.n; d++) fits = in[0]->shape[d] == a->shape.v[d];
+    if (!fits) KN_RULE_FAIL(KN_ERR_SHAPE, "the probabilities do not have the output's shape");
+    kn_infer_out(r, (kn_dtype)a->dtype, a->shape.v, a->shape.n);
+    return KN_OK;
+}
+
+/* Records a creation node of `shape` and `dtype` on `device`; set the other attributes one by
+ * one (the shape and dtype head must stay), then run. */
 static bool begin_creation(kn_opctx *c, kn_op_id op, kn_shape shape, kn_dtype dtype, kn_device device) {
     if (!kn_op_begin_on(c, op, 0, NULL, device)) return false;
-    if (!kn_dtype_valid(dtype)) return kn_op_fail(c, KN_ERR_DTYPE, "invalid dtype %d", (int)dtype) != NULL;
-    if (shape.n < 0 || shape.n > KN_MAX_DIMS)
-        return kn_op_fail(c, KN_ERR_SHAPE, "%d dims requested; at most %d", shape.n, KN_MAX_DIMS) != NULL;
-    return kn_op_output(c, dtype, shape.v, shape.n) != NULL;
+    *KN_ATTRS(c->node, creation) = (kn_creation_attrs){.shape = shape, .dtype = dtype};
+    return kn_op_outputs_inferred(c);
 }
 
 kn_tensor *kn_full_on(kn_shape shape, double value, kn_dtype dtype, kn_device device) {
@@ -61,7 +75,7 @@ kn_tensor *kn_arange(double start, double end, double step, kn_dtype dtype) {
     int64_t count = (int64_t)ceil((end - start) / step);
     kn_node_free(c.node);
     if (!begin_creation(&c, KN_OP_arange, KN_SHAPE(count), dtype, kn_default_device())) return NULL;
-    c.node->attrs.arange = (kn_attrs_arange){.start = start, .step = step};
+    c.node->attrs.arange.start = start, c.node->attrs.arange.step = step;
     return kn_op_run(&c);
 }
 
@@ -70,7 +84,7 @@ kn_tensor *kn_linspace(double start, double end, int64_t count, kn_dtype dtype) 
     if (!begin_creation(&c, KN_OP_linspace, KN_SHAPE(count < 0 ? 0 : count), dtype, kn_default_device()))
         return NULL;
     if (count < 0) return kn_op_fail(&c, KN_ERR_ARG, "count %lld is negative", (long long)count);
-    c.node->attrs.linspace = (kn_attrs_linspace){.start = start, .end = end};
+    c.node->attrs.linspace.start = start, c.node->attrs.linspace.end = end;
     return kn_op_run(&c);
 }
 
@@ -97,7 +111,7 @@ static kn_tensor *uniform_on(kn_shape shape, double low, double high, kn_dtype d
     kn_opctx c;
     if (!begin_random(&c, KN_OP_rand, shape, dtype, device)) return NULL;
     if (!(low <= high)) return kn_op_fail(&c, KN_ERR_ARG, "low %g is above high %g", low, high);
-    c.node->attrs.rand = (kn_attrs_rand){.low = low, .high = high};
+    c.node->attrs.rand.low = low, c.node->attrs.rand.high = high;
     return kn_op_run(&c);
 }
 
@@ -110,7 +124,7 @@ static kn_tensor *normal_on(kn_shape shape, double mean, double std, kn_dtype dt
     kn_opctx c;
     if (!begin_random(&c, KN_OP_randn, shape, dtype, device)) return NULL;
     if (!(std >= 0)) return kn_op_fail(&c, KN_ERR_ARG, "std %g must be non-negative", std);
-    c.node->attrs.randn = (kn_attrs_randn){.mean = mean, .std = std};
+    c.node->attrs.randn.mean = mean, c.node->attrs.randn.std = std;
     return kn_op_run(&c);
 }
 
@@ -123,7 +137,7 @@ kn_tensor *kn_randint(int64_t low, int64_t high, kn_shape shape, kn_dtype dtype)
     kn_opctx c;
     if (!begin_random(&c, KN_OP_randint, shape, dtype, kn_default_device())) return NULL;
     if (low >= high) return kn_op_fail(&c, KN_ERR_ARG, "low %lld must be below high %lld", (long long)low, (long long)high);
-    c.node->attrs.randint = (kn_attrs_randint){.low = low, .high = high};
+    c.node->attrs.randint.low = low, c.node->attrs.randint.high = high;
     return kn_op_run(&c);
 }
 
@@ -148,7 +162,8 @@ kn_tensor *kn_bernoulli(kn_tensor *p) {
     kn_op_set_input(&c, 0, p64);
     kn_release(p64);
     kn_rng_reserve((uint64_t)kn_numel(p), &c.node->rng_seed, &c.node->rng_offset);
-    if (!kn_op_output(&c, p->dtype, p->shape, p->ndim)) return NULL;
+    *KN_ATTRS(c.node, creation) = (kn_creation_attrs){.shape = kn_shape_of(p), .dtype = p->dtype};
+    if (!kn_op_outputs_inferred(&c)) return NULL;
     return kn_op_run(&c);
 }
 

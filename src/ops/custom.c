@@ -43,26 +43,14 @@ static kn_status check_inputs(const kn_custom_entry *e, int n_in, kn_tensor *con
     return KN_OK;
 }
 
-/* Elementwise ops: the broadcast shape and promoted dtype of the inputs, which are cast and
- * expanded to them (as the built-in elementwise ops do), so kernels see one shape. */
-static bool elementwise_outputs(kn_opctx *c, const kn_custom_entry *e, kn_shape *shapes, kn_dtype *dtypes) {
+/* Elementwise ops: the inputs cast and expanded to the rule's shape and dtype (as the
+ * built-in elementwise ops do), so kernels see one shape. */
+static bool prepare_elementwise(kn_opctx *c, const kn_op_infer *r) {
     kn_node *n = c->node;
-    kn_shape shape = kn_shape_of(n->in[0]);
-    for (int i = 1; i < n->n_in; i++) {
-        kn_shape next;
-        if (!kn_broadcast_shapes(e->def.name, shape, kn_shape_of(n->in[i]), &next)) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", kn_last_error());
-            return kn_op_fail(c, KN_ERR_SHAPE, "shapes do not broadcast (%s)", msg) != NULL;
-        }
-        shape = next;
-    }
-    kn_dtype compute = kn_result_dtype(n->in, n->n_in);
-    if (e->def.source && !kn_dtype_is_float(compute)) compute = KN_F32; /* source kernels compute in floats */
     for (int i = 0; i < n->n_in; i++) {
         kn_tensor *t = n->in[i];
-        kn_tensor *cast = t->dtype == compute ? kn_retain(t) : kn_cast(t, compute);
-        kn_tensor *wide = cast ? kn_expand(cast, shape) : NULL;
+        kn_tensor *cast = t->dtype == r->compute ? kn_retain(t) : kn_cast(t, r->compute);
+        kn_tensor *wide = cast ? kn_expand(cast, r->shape[0]) : NULL;
         kn_release(cast);
         if (!wide) {
             char msg[512];
@@ -71,29 +59,6 @@ static bool elementwise_outputs(kn_opctx *c, const kn_custom_entry *e, kn_shape 
         }
         kn_op_set_input(c, i, wide);
         kn_release(wide);
-    }
-    for (int j = 0; j < e->def.n_outputs; j++) {
-        shapes[j] = shape;
-        dtypes[j] = compute;
-    }
-    return true;
-}
-
-/* The user's shape rule, its refusals named after the op, its results checked. */
-static bool inferred_outputs(kn_opctx *c, const kn_custom_entry *e, kn_tensor *const *in,
-                             const kn_custom_attrs *attrs, kn_shape *shapes, kn_dtype *dtypes) {
-    for (int j = 0; j < e->def.n_outputs; j++) dtypes[j] = KN_DTYPE_COUNT;
-    kn_clear_error();
-    kn_status st = e->def.infer(in, e->def.n_inputs, attrs, shapes, dtypes, e->def.user);
-    if (st != KN_OK) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", kn_last_status() != KN_OK ? kn_last_error() : "its infer rule refused the inputs");
-        return kn_op_fail(c, st, "%s", msg) != NULL;
-    }
-    for (int j = 0; j < e->def.n_outputs; j++) {
-        bool ok = shapes[j].n >= 0 && shapes[j].n <= KN_MAX_DIMS && dtypes[j] >= 0 && dtypes[j] < KN_DTYPE_COUNT;
-        for (int d = 0; ok && d < shapes[j].n; d++) ok = shapes[j].v[d] >= 0;
-        if (!ok) return kn_op_fail(c, KN_ERR_ARG, "its infer rule gave output %d no valid shape and dtype", j) != NULL;
     }
     return true;
 }
@@ -118,13 +83,10 @@ kn_status kn_custom_call(int id, int n_in, kn_tensor *const *in, const kn_custom
                    e->def.name);
         return KN_ERR_UNSUPPORTED;
     }
-    kn_shape shapes[KN_CUSTOM_MAX_OUTPUTS];
-    kn_dtype dtypes[KN_CUSTOM_MAX_OUTPUTS];
-    bool ok = e->def.infer ? inferred_outputs(&c, e, in, attrs, shapes, dtypes)
-                           : elementwise_outputs(&c, e, shapes, dtypes);
-    for (int j = 0; ok && j < e->def.n_outputs; j++) ok = kn_op_output(&c, dtypes[j], shapes[j].v, shapes[j].n);
-    if (!ok) return kn_last_status();
-    if (use_source && c.backend->holds_values && (st = c.backend->kernels->custom_prepare(id, dtypes[0])) != KN_OK) {
+    kn_op_infer r; /* the table's rule, kn_infer_custom: the user's infer or the elementwise one */
+    if (!kn_op_infer_node(&c, &r) || (!e->def.infer && !prepare_elementwise(&c, &r)) || !kn_op_add_outputs(&c, &r))
+        return kn_last_status();
+    if (use_source && c.backend->holds_values && (st = c.backend->kernels->custom_prepare(id, r.out[0])) != KN_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", kn_last_error());
         kn_op_fail(&c, st, "%s", msg);

@@ -4,6 +4,7 @@
 
 #include "exec/dispatch.h"
 #include "kiln/ops.h"
+#include "ops/op_rules.h"
 #include "ops/ops_internal.h"
 
 static int category(kn_dtype d) { return d == KN_BOOL ? 0 : kn_dtype_is_int(d) ? 1 : 2; }
@@ -78,33 +79,25 @@ static kn_tensor *elementwise_checked(kn_op_id op, int n_in, kn_tensor *const *i
     kn_opctx c;
     if (!kn_op_begin(&c, op, n_in, in)) return NULL;
     kn_op_infer r;
-    char why[600];
-    kn_status st = kn_op_table[op].infer(op, n_in, in, &c.node->attrs, &r, why, sizeof why);
-    if (st != KN_OK) return kn_op_fail(&c, st, "%s", why);
     kn_op_set_scalars(op, &c.node->attrs, a, b);
-    if (!prepare_inputs(&c, r.compute, &r.shape)) return NULL;
-    if (!kn_op_output(&c, r.out, r.shape.v, r.shape.n)) return NULL;
+    if (!kn_op_infer_node(&c, &r) || !prepare_inputs(&c, r.compute, &r.shape[0])) return NULL;
+    if (!kn_op_add_outputs(&c, &r)) return NULL;
     return kn_op_run(&c);
 }
 
-kn_status kn_infer_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r,
-                               char *why, size_t why_size) {
-    r->shape = kn_shape_of(in[0]);
+KN_RULE(kn_infer_elementwise) {
+    kn_shape shape = kn_shape_of(in[0]);
     for (int i = 1; i < n_in; i++) {
         kn_shape next;
-        if (!kn_broadcast_shapes(kn_op_name(op), r->shape, kn_shape_of(in[i]), &next)) {
-            snprintf(why, why_size, "shapes do not broadcast (%s)", kn_last_error());
-            return KN_ERR_SHAPE;
-        }
-        r->shape = next;
+        if (!kn_broadcast_shapes(kn_op_name(op), shape, kn_shape_of(in[i]), &next))
+            KN_RULE_FAIL(KN_ERR_SHAPE, "shapes do not broadcast (%s)", kn_last_error());
+        shape = next;
     }
     r->compute = kn_result_dtype(in, n_in);
     if ((kn_op_table[op].flags & KN_OPF_INT_TO_FLOAT) && !kn_dtype_is_float(r->compute)) r->compute = KN_F32;
-    if (r->compute == KN_BOOL && !(kn_op_table[op].dtypes & KN_DT(KN_BOOL))) {
-        snprintf(why, why_size, "%s does not take bool operands; cast them first", kn_op_name(op));
-        return KN_ERR_DTYPE;
-    }
-    r->out = kn_op_table[op].flags & KN_OPF_BOOL_OUT ? KN_BOOL : r->compute;
+    if (r->compute == KN_BOOL && !(kn_op_table[op].dtypes & KN_DT(KN_BOOL)))
+        KN_RULE_FAIL(KN_ERR_DTYPE, "%s does not take bool operands; cast them first", kn_op_name(op));
+    kn_infer_out(r, kn_op_table[op].flags & KN_OPF_BOOL_OUT ? KN_BOOL : r->compute, shape.v, shape.n);
     return KN_OK;
 }
 
@@ -276,10 +269,18 @@ kn_tensor *kn_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, double a,
 
 /* ---- casts ------------------------------------------------------------------------------------ */
 
+/* copy: x's shape in the dtype attribute. */
+KN_RULE(kn_infer_copy) {
+    if (!kn_dtype_valid((kn_dtype)at->copy.dtype)) KN_RULE_FAIL(KN_ERR_DTYPE, "invalid target dtype %d", (int)at->copy.dtype);
+    kn_infer_out(r, (kn_dtype)at->copy.dtype, in[0]->shape, in[0]->ndim);
+    r->compute = in[0]->dtype;
+    return KN_OK;
+}
+
 kn_tensor *kn_cast(kn_tensor *x, kn_dtype dtype) {
     kn_opctx c;
     if (!kn_op_begin(&c, KN_OP_copy, 1, &x)) return NULL;
-    if (!kn_dtype_valid(dtype)) return kn_op_fail(&c, KN_ERR_DTYPE, "invalid target dtype %d", (int)dtype);
-    if (!kn_op_output(&c, dtype, x->shape, x->ndim)) return NULL;
+    KN_ATTRS(c.node, copy)->dtype = dtype;
+    if (!kn_op_outputs_inferred(&c)) return NULL;
     return kn_op_run(&c);
 }

@@ -4,8 +4,9 @@
 
 #include "exec/dispatch.h"
 
-/* index is i32 or i64, else fails (naming `what`). */
-bool kn_index_dtype_ok(kn_opctx *c, kn_tensor *index, const char *what);
+/* In a shape rule: index is i32 or i64, else KN_ERR_DTYPE with the reason (naming `what`)
+ * in why. */
+kn_status kn_index_dtype_why(const kn_tensor *index, const char *what, char *why, size_t why_size);
 /* Replaces input i with t and drops the caller's reference; t NULL frees the node, false. */
 bool kn_index_set_input(kn_opctx *c, int i, kn_tensor *t);
 

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "exec/dispatch.h"
 #include "kiln/ops.h"
+#include "ops/op_rules.h"
 #include "ops/ops_internal.h"
 
 /* Records "op(f32[2, 3], ...): message" for ops that record no node; returns `code`. */
@@ -41,39 +42,54 @@ static bool wrap_dim(const char *op, kn_tensor *x, int64_t dim, int slots, int64
 /* A 1-d tensor of size 0: cat skips it whatever the others' shapes (PyTorch's legacy rule). */
 static bool skipped_by_cat(const kn_tensor *t) { return t->ndim == 1 && t->shape[0] == 0; }
 
+/* The tensor whose shape the others must match: the first one cat does not skip. */
+static int cat_ref(kn_tensor *const *in, int n) {
+    int ref = 0;
+    while (ref < n && skipped_by_cat(in[ref])) ref++;
+    return ref == n ? 0 : ref; /* all empty: the result is empty too */
+}
+
+KN_RULE(kn_infer_cat) {
+    int ref = cat_ref(in, n_in);
+    const kn_tensor *r0 = in[ref];
+    int64_t d = at->cat.dim;
+    r->compute = in[0]->dtype;
+    for (int k = 0; k < n_in; k++) {
+        if (in[k]->ndim == 0) KN_RULE_FAIL(KN_ERR_SHAPE, "tensor %d is 0-d; 0-d tensors cannot be concatenated", k);
+        r->compute = kn_promote_types(r->compute, in[k]->dtype);
+    }
+    if (d < 0 || d >= r0->ndim) KN_RULE_FAIL(KN_ERR_INDEX, "dim %lld is out of range for a %d-d tensor", (long long)d, r0->ndim);
+    int64_t shape[KN_MAX_DIMS];
+    for (int i = 0; i < r0->ndim; i++) shape[i] = r0->shape[i];
+    shape[d] = 0;
+    for (int k = 0; k < n_in; k++) {
+        const kn_tensor *t = in[k];
+        if (skipped_by_cat(t) && !skipped_by_cat(r0)) continue;
+        if (t->ndim != r0->ndim)
+            KN_RULE_FAIL(KN_ERR_SHAPE, "tensor %d has %d dims but tensor %d has %d", k, t->ndim, ref, r0->ndim);
+        for (int i = 0; i < r0->ndim; i++)
+            if (i != d && t->shape[i] != r0->shape[i])
+                KN_RULE_FAIL(KN_ERR_SHAPE, "tensor %d has size %lld in dim %d but tensor %d has %lld", k,
+                             (long long)t->shape[i], i, ref, (long long)r0->shape[i]);
+        shape[d] += t->shape[d];
+    }
+    kn_infer_out(r, r->compute, shape, r0->ndim);
+    return KN_OK;
+}
+
 kn_tensor *kn_cat(kn_tensor *const *tensors, int n, int64_t dim) {
     if (!tensors || n <= 0) return kn_error_null(KN_ERR_ARG, "cat: %d tensors given; at least one is needed", n);
     kn_opctx c;
     if (!kn_op_begin(&c, KN_OP_cat, n, tensors)) return NULL;
-    int ref = 0;
-    while (ref < n && skipped_by_cat(tensors[ref])) ref++;
-    if (ref == n) ref = 0; /* all empty: the result is empty too */
-    const kn_tensor *r = tensors[ref];
-    kn_dtype dtype = tensors[0]->dtype;
+    int ndim = tensors[cat_ref(tensors, n)]->ndim;
+    int64_t d = dim;
+    if (ndim > 0 && !kn_op_dim(&c, dim, ndim, &d)) return NULL; /* 0-d: the rule says so */
+    KN_ATTRS(c.node, cat)->dim = d;
+    kn_op_infer r;
+    if (!kn_op_infer_node(&c, &r)) return NULL;
     for (int k = 0; k < n; k++) {
-        if (tensors[k]->ndim == 0)
-            return kn_op_fail(&c, KN_ERR_SHAPE, "tensor %d is 0-d; 0-d tensors cannot be concatenated", k);
-        dtype = kn_promote_types(dtype, tensors[k]->dtype);
-    }
-    int64_t d;
-    if (!kn_op_dim(&c, dim, r->ndim, &d)) return NULL;
-    int64_t shape[KN_MAX_DIMS];
-    for (int i = 0; i < r->ndim; i++) shape[i] = r->shape[i];
-    shape[d] = 0;
-    for (int k = 0; k < n; k++) {
-        const kn_tensor *t = tensors[k];
-        if (skipped_by_cat(t) && !skipped_by_cat(r)) continue;
-        if (t->ndim != r->ndim)
-            return kn_op_fail(&c, KN_ERR_SHAPE, "tensor %d has %d dims but tensor %d has %d", k, t->ndim, ref, r->ndim);
-        for (int i = 0; i < r->ndim; i++)
-            if (i != d && t->shape[i] != r->shape[i])
-                return kn_op_fail(&c, KN_ERR_SHAPE, "tensor %d has size %lld in dim %d but tensor %d has %lld", k,
-                                  (long long)t->shape[i], i, ref, (long long)r->shape[i]);
-        shape[d] += t->shape[d];
-    }
-    for (int k = 0; k < n; k++) {
-        if (tensors[k]->dtype == dtype) continue;
-        kn_tensor *cast = kn_cast(tensors[k], dtype);
+        if (tensors[k]->dtype == r.compute) continue;
+        kn_tensor *cast = kn_cast(tensors[k], r.compute);
         if (!cast) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", kn_last_error());
@@ -82,8 +98,7 @@ kn_tensor *kn_cat(kn_tensor *const *tensors, int n, int64_t dim) {
         kn_op_set_input(&c, k, cast);
         kn_release(cast);
     }
-    KN_ATTRS(c.node, cat)->dim = d;
-    if (!kn_op_output(&c, dtype, shape, r->ndim)) return NULL;
+    if (!kn_op_add_outputs(&c, &r)) return NULL;
     return kn_op_run(&c);
 }
 

@@ -5,10 +5,46 @@
 #include "core/error.h"
 #include "exec/dispatch.h"
 #include "kiln/ops.h"
+#include "ops/op_rules.h"
 #include "ops/ops_internal.h"
 
 /* Remap modes of defs/layout.def; the first three are kn_pad_mode's values. */
 enum { REMAP_CIRCULAR = 3 };
+
+/* pad's limits per dim of size `size` padded by lo before and hi after, in mode. */
+static kn_status pad_dim_ok(int d, int64_t size, int64_t lo, int64_t hi, int64_t mode, char *why, size_t why_size) {
+    static const char *const names[] = {"constant", "reflect", "replicate"};
+    if (mode != KN_PAD_CONSTANT && (lo < 0 || hi < 0))
+        KN_RULE_FAIL(KN_ERR_ARG, "negative padding (%lld, %lld) of dim %d needs constant mode, not %s", (long long)lo,
+                     (long long)hi, d, names[mode]);
+    if (mode == KN_PAD_REFLECT && (lo || hi) && (lo >= size || hi >= size))
+        KN_RULE_FAIL(KN_ERR_ARG, "padding (%lld, %lld) must be smaller than dim %d of size %lld in reflect mode",
+                     (long long)lo, (long long)hi, d, (long long)size);
+    if (mode == KN_PAD_REPLICATE && (lo || hi) && size == 0)
+        KN_RULE_FAIL(KN_ERR_ARG, "dim %d is empty; replicate mode has nothing to repeat", d);
+    if (size + lo + hi < 0)
+        KN_RULE_FAIL(KN_ERR_SHAPE, "padding (%lld, %lld) leaves dim %d of size %lld with a negative size",
+                     (long long)lo, (long long)hi, d, (long long)size);
+    return KN_OK;
+}
+
+/* pad, roll and repeat: x's dtype, the size attribute's shape (one size per dim of x); pad's
+ * modes (all but circular) within their limits, dims checked last first as they are given. */
+KN_RULE(kn_infer_remap) {
+    const kn_attrs_pad *a = &at->pad; /* roll's and repeat's are pad's (op_table.c) */
+    const kn_tensor *x = in[0];
+    if (a->size.n != x->ndim || a->before.n != x->ndim)
+        KN_RULE_FAIL(KN_ERR_ARG, "size and before need one entry per dim of x");
+    if (a->mode < 0 || a->mode > REMAP_CIRCULAR) KN_RULE_FAIL(KN_ERR_ARG, "unknown remap mode %lld", (long long)a->mode);
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        int64_t lo = a->before.v[d], hi = a->size.v[d] - x->shape[d] - lo;
+        kn_status st = a->mode == REMAP_CIRCULAR ? KN_OK : pad_dim_ok(d, x->shape[d], lo, hi, a->mode, why, why_size);
+        if (st != KN_OK) return st;
+        if (a->size.v[d] < 0) KN_RULE_FAIL(KN_ERR_SHAPE, "size %lld of dim %d is negative", (long long)a->size.v[d], d);
+    }
+    kn_infer_out(r, x->dtype, a->size.v, a->size.n);
+    return KN_OK;
+}
 
 /* Finishes a begun pad/roll/repeat node: out_shape, per-dim `before` shifts, mode, fill value. */
 static kn_tensor *run_remap(kn_opctx *c, const int64_t *out_shape, const int64_t *before, int mode, double value) {
@@ -16,9 +52,9 @@ static kn_tensor *run_remap(kn_opctx *c, const int64_t *out_shape, const int64_t
     kn_attrs_pad *a = KN_ATTRS(c->node, pad); /* roll's and repeat's are pad's (op_table.c) */
     a->mode = mode;
     a->value = value;
-    a->before.n = x->ndim;
-    for (int d = 0; d < x->ndim; d++) a->before.v[d] = before[d];
-    if (!kn_op_output(c, x->dtype, out_shape, x->ndim)) return NULL;
+    a->before.n = a->size.n = x->ndim;
+    for (int d = 0; d < x->ndim; d++) a->before.v[d] = before[d], a->size.v[d] = out_shape[d];
+    if (!kn_op_outputs_inferred(c)) return NULL;
     return kn_op_run(c);
 }
 
@@ -29,25 +65,12 @@ kn_tensor *kn_pad(kn_tensor *x, const int64_t *pads, int n_pads, kn_pad_mode mod
         return kn_op_fail(&c, KN_ERR_ARG, "%d pad amounts given; an even count up to %d is needed", n_pads, 2 * x->ndim);
     if (mode != KN_PAD_CONSTANT && mode != KN_PAD_REFLECT && mode != KN_PAD_REPLICATE)
         return kn_op_fail(&c, KN_ERR_ARG, "unknown pad mode %d", (int)mode);
-    static const char *const names[] = {"constant", "reflect", "replicate"};
     int64_t shape[KN_MAX_DIMS], before[KN_MAX_DIMS] = {0};
     for (int d = 0; d < x->ndim; d++) shape[d] = x->shape[d];
-    for (int i = 0; i < n_pads / 2; i++) {
+    for (int i = 0; i < n_pads / 2; i++) { /* pads run from the last dim; the rule checks them */
         int d = x->ndim - 1 - i;
-        int64_t lo = pads[2 * i], hi = pads[2 * i + 1], size = x->shape[d];
-        if (mode != KN_PAD_CONSTANT && (lo < 0 || hi < 0))
-            return kn_op_fail(&c, KN_ERR_ARG, "negative padding (%lld, %lld) of dim %d needs constant mode, not %s",
-                              (long long)lo, (long long)hi, d, names[mode]);
-        if (mode == KN_PAD_REFLECT && (lo || hi) && (lo >= size || hi >= size))
-            return kn_op_fail(&c, KN_ERR_ARG, "padding (%lld, %lld) must be smaller than dim %d of size %lld in reflect mode",
-                              (long long)lo, (long long)hi, d, (long long)size);
-        if (mode == KN_PAD_REPLICATE && (lo || hi) && size == 0)
-            return kn_op_fail(&c, KN_ERR_ARG, "dim %d is empty; replicate mode has nothing to repeat", d);
-        if (size + lo + hi < 0)
-            return kn_op_fail(&c, KN_ERR_SHAPE, "padding (%lld, %lld) leaves dim %d of size %lld with a negative size",
-                              (long long)lo, (long long)hi, d, (long long)size);
-        shape[d] = size + lo + hi;
-        before[d] = lo;
+        shape[d] = x->shape[d] + pads[2 * i] + pads[2 * i + 1];
+        before[d] = pads[2 * i];
     }
     return run_remap(&c, shape, before, (int)mode, value);
 }
@@ -161,13 +184,18 @@ kn_tensor *kn_repeat_interleave(kn_tensor *x, int64_t repeats, int64_t dim) {
     return kn_scope_pop_keep(kn_view(copy, out));
 }
 
+/* tril and triu: x's shape and dtype, x at least 2-d. */
+KN_RULE(kn_infer_triangle) {
+    if (in[0]->ndim < 2) KN_RULE_FAIL(KN_ERR_SHAPE, "needs at least 2 dims, not %d", in[0]->ndim);
+    return kn_infer_like_first(op, n_in, in, at, r, why, why_size);
+}
+
 static kn_tensor *triangle(kn_op_id op, kn_tensor *x, int64_t diagonal) {
     kn_opctx c;
     if (!kn_op_begin(&c, op, 1, &x)) return NULL;
-    if (x->ndim < 2) return kn_op_fail(&c, KN_ERR_SHAPE, "needs at least 2 dims, not %d", x->ndim);
     if (op == KN_OP_tril) KN_ATTRS(c.node, tril)->diagonal = diagonal;
     else KN_ATTRS(c.node, triu)->diagonal = diagonal;
-    if (!kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
+    if (!kn_op_outputs_inferred(&c)) return NULL;
     return kn_op_run(&c);
 }
 

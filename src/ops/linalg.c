@@ -3,34 +3,42 @@
 
 #include "exec/dispatch.h"
 #include "kiln/ops.h"
+#include "ops/op_rules.h"
+#include "ops/ops_internal.h"
 
-/* The batched product of a [..., M, K] and b [..., K, N] (both at least 2-d). */
-static kn_tensor *matmul_nd(kn_tensor *a, kn_tensor *b, const char *name) {
-    kn_opctx c;
-    if (!kn_op_begin(&c, KN_OP_matmul, 2, (kn_tensor *[]){a, b})) return NULL;
+/* The batched product of a [..., M, K] and b [..., K, N] (both at least 2-d): batch dims
+ * broadcast, the promoted dtype. */
+KN_RULE(kn_infer_matmul) {
+    const kn_tensor *a = in[0], *b = in[1];
+    if (a->ndim < 2 || b->ndim < 2) KN_RULE_FAIL(KN_ERR_SHAPE, "both operands need at least 2 dims");
     int64_t M = a->shape[a->ndim - 2], K = a->shape[a->ndim - 1];
     int64_t K2 = b->shape[b->ndim - 2], N = b->shape[b->ndim - 1];
-    if (K != K2)
-        return kn_op_fail(&c, KN_ERR_SHAPE, "inner sizes differ (%lld vs %lld)", (long long)K, (long long)K2);
+    if (K != K2) KN_RULE_FAIL(KN_ERR_SHAPE, "inner sizes differ (%lld vs %lld)", (long long)K, (long long)K2);
     kn_shape batch_a = {.n = a->ndim - 2}, batch_b = {.n = b->ndim - 2}, batch;
     for (int d = 0; d < batch_a.n; d++) batch_a.v[d] = a->shape[d];
     for (int d = 0; d < batch_b.n; d++) batch_b.v[d] = b->shape[d];
-    if (!kn_broadcast_shapes(name, batch_a, batch_b, &batch)) {
-        char msg[400];
-        snprintf(msg, sizeof msg, "%s", kn_last_error());
-        return kn_op_fail(&c, KN_ERR_SHAPE, "batch dims do not broadcast (%s)", msg);
-    }
-    if (batch.n + 2 > KN_MAX_DIMS) return kn_op_fail(&c, KN_ERR_SHAPE, "too many dims");
-    kn_dtype dt = kn_promote_types(a->dtype, b->dtype);
-    kn_shape ea = batch, eb = batch, out = batch;
-    ea.v[ea.n++] = M, ea.v[ea.n++] = K;
-    eb.v[eb.n++] = K, eb.v[eb.n++] = N;
-    out.v[out.n++] = M, out.v[out.n++] = N;
+    if (!kn_broadcast_shapes(kn_op_name(op), batch_a, batch_b, &batch))
+        KN_RULE_FAIL(KN_ERR_SHAPE, "batch dims do not broadcast (%s)", kn_last_error());
+    if (batch.n + 2 > KN_MAX_DIMS) KN_RULE_FAIL(KN_ERR_SHAPE, "too many dims");
+    r->compute = kn_promote_types(a->dtype, b->dtype);
+    batch.v[batch.n++] = M, batch.v[batch.n++] = N;
+    kn_infer_out(r, r->compute, batch.v, batch.n);
+    return KN_OK;
+}
+
+/* Records matmul of a and b by the rule, each operand cast to the result's dtype and
+ * expanded to the result's batch dims for the kernel. */
+static kn_tensor *matmul_nd(kn_tensor *a, kn_tensor *b) {
+    kn_opctx c;
+    kn_op_infer r;
+    if (!kn_op_begin(&c, KN_OP_matmul, 2, (kn_tensor *[]){a, b}) || !kn_op_infer_node(&c, &r)) return NULL;
     kn_tensor *ops[2] = {a, b};
-    kn_shape shapes[2] = {ea, eb};
     for (int i = 0; i < 2; i++) {
-        kn_tensor *cast = ops[i]->dtype == dt ? kn_retain(ops[i]) : kn_cast(ops[i], dt);
-        kn_tensor *wide = cast ? kn_expand(cast, shapes[i]) : NULL;
+        kn_shape wide_shape = r.shape[0];
+        wide_shape.v[wide_shape.n - 2] = ops[i]->shape[ops[i]->ndim - 2];
+        wide_shape.v[wide_shape.n - 1] = ops[i]->shape[ops[i]->ndim - 1];
+        kn_tensor *cast = ops[i]->dtype == r.compute ? kn_retain(ops[i]) : kn_cast(ops[i], r.compute);
+        kn_tensor *wide = cast ? kn_expand(cast, wide_shape) : NULL;
         kn_release(cast);
         if (!wide) {
             kn_node_free(c.node);
@@ -39,7 +47,7 @@ static kn_tensor *matmul_nd(kn_tensor *a, kn_tensor *b, const char *name) {
         kn_op_set_input(&c, i, wide);
         kn_release(wide);
     }
-    if (!kn_op_output(&c, dt, out.v, out.n)) return NULL;
+    if (!kn_op_add_outputs(&c, &r)) return NULL;
     return kn_op_run(&c);
 }
 
@@ -59,7 +67,7 @@ kn_tensor *kn_matmul(kn_tensor *a, kn_tensor *b) {
         kn_shape out = kn_shape_of(a);
         out.v[out.n - 1] = b->shape[1];
         kn_tensor *rows = kn_reshape(a, KN_SHAPE(-1, b->shape[0]));
-        kn_tensor *r = rows ? matmul_nd(rows, b, "matmul") : NULL;
+        kn_tensor *r = rows ? matmul_nd(rows, b) : NULL;
         kn_tensor *s = r ? kn_reshape(r, out) : NULL;
         kn_release(rows);
         kn_release(r);
@@ -68,7 +76,7 @@ kn_tensor *kn_matmul(kn_tensor *a, kn_tensor *b) {
     /* 1-d operands become matrices, and the added dim is removed from the result. */
     kn_tensor *a2 = a->ndim == 1 ? kn_unsqueeze(a, 0) : kn_retain(a);
     kn_tensor *b2 = b->ndim == 1 ? kn_unsqueeze(b, 1) : kn_retain(b);
-    kn_tensor *r = a2 && b2 ? matmul_nd(a2, b2, "matmul") : NULL;
+    kn_tensor *r = a2 && b2 ? matmul_nd(a2, b2) : NULL;
     kn_release(a2);
     kn_release(b2);
     if (!r || (a->ndim > 1 && b->ndim > 1)) return r;
@@ -92,7 +100,7 @@ kn_tensor *kn_bmm(kn_tensor *a, kn_tensor *b) {
     if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0])
         return kn_error_null(KN_ERR_SHAPE, "bmm(%s, %s): needs two 3-d tensors with the same batch size",
                              kn_describe(a, da, sizeof da), kn_describe(b, db, sizeof db));
-    return matmul_nd(a, b, "bmm");
+    return matmul_nd(a, b);
 }
 
 /* t * k for addmm: an integer tensor takes k truncated to an integer and stays integer, as in
@@ -112,7 +120,7 @@ kn_tensor *kn_addmm(kn_tensor *input, kn_tensor *a, kn_tensor *b, double beta, d
         return kn_error_null(KN_ERR_SHAPE, "addmm(%s, %s): needs 2-d matrices", kn_describe(a, da, sizeof da),
                              kn_describe(b, db, sizeof db));
     kn_scope_push();
-    kn_tensor *mm = matmul_nd(a, b, "addmm");
+    kn_tensor *mm = matmul_nd(a, b);
     kn_tensor *lhs = beta == 1 ? input : scaled(input, beta);
     kn_tensor *rhs = alpha == 1 ? mm : scaled(mm, alpha);
     /* beta = 0 ignores input, NaN included, as BLAS and PyTorch do. */
@@ -153,7 +161,7 @@ kn_tensor *kn_outer(kn_tensor *a, kn_tensor *b) {
         return kn_error_null(KN_ERR_SHAPE, "outer(%s, %s): needs two 1-d tensors", kn_describe(a, da, sizeof da),
                              kn_describe(b, db, sizeof db));
     kn_tensor *col = kn_unsqueeze(a, 1), *row = kn_unsqueeze(b, 0);
-    kn_tensor *out = col && row ? matmul_nd(col, row, "outer") : NULL;
+    kn_tensor *out = col && row ? matmul_nd(col, row) : NULL;
     kn_release(col);
     kn_release(row);
     return out;

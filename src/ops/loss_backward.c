@@ -4,6 +4,8 @@
 #include "core/runtime_impl.h"
 #include "kiln/ops.h"
 #include "ops/loss_internal.h"
+#include "ops/op_rules.h"
+#include "ops/ops_internal.h"
 
 kn_tensor *kn_cross_entropy_backward(kn_tensor *scores, kn_tensor *target, kn_tensor *weight, kn_tensor *g,
                                      const kn_attrs_cross_entropy *a, bool nll) {
@@ -13,8 +15,19 @@ kn_tensor *kn_cross_entropy_backward(kn_tensor *scores, kn_tensor *target, kn_te
     *KN_ATTRS(c.node, cross_entropy_backward) = (kn_attrs_cross_entropy_backward){
         .reduction = a->reduction, .ignore_index = a->ignore_index, .probs = a->probs,
         .label_smoothing = a->label_smoothing, .nll = nll};
-    if (!kn_op_output(&c, scores->dtype, scores->shape, scores->ndim)) return NULL;
+    if (!kn_op_outputs_inferred(&c)) return NULL; /* kn_infer_like_first: the gradient of scores */
     return kn_op_run(&c);
+}
+
+/* The attention gradients dq, dk, dv (and dmask with mask_grad), each like its forward
+ * input, in f32 or f64. */
+KN_RULE(kn_infer_sdpa_backward) {
+    kn_dtype compute = in[0]->dtype == KN_F64 ? KN_F64 : KN_F32;
+    const kn_tensor *mask = kn_input_at(in, at, KN_SLOT(scaled_dot_product_attention_backward, mask));
+    if (at->scaled_dot_product_attention_backward.mask_grad && !mask) KN_RULE_FAIL(KN_ERR_ARG, "mask_grad needs a mask");
+    for (int i = 0; i < 3; i++) kn_infer_out(r, compute, in[i]->shape, in[i]->ndim);
+    if (at->scaled_dot_product_attention_backward.mask_grad) kn_infer_out(r, compute, mask->shape, mask->ndim);
+    return KN_OK;
 }
 
 kn_status kn_sdpa_backward(kn_tensor *const in[7], const kn_attrs_scaled_dot_product_attention *a, uint64_t seed,
@@ -25,13 +38,8 @@ kn_status kn_sdpa_backward(kn_tensor *const in[7], const kn_attrs_scaled_dot_pro
         .causal = a->causal, .causal_align = a->causal_align, .scale = a->scale, .dropout_p = a->dropout_p,
         .mask_grad = dmask != NULL};
     c.node->rng_seed = seed, c.node->rng_offset = offset;
-    kn_dtype compute = in[0]->dtype == KN_F64 ? KN_F64 : KN_F32;
-    int n_out = dmask ? 4 : 3;
-    for (int i = 0; i < n_out; i++) {
-        kn_tensor *like = i < 3 ? in[i] : in[6];
-        if (!kn_op_output(&c, compute, like->shape, like->ndim)) return kn_last_status();
-    }
-    return kn_op_run_to(&c, (kn_tensor **const[]){dq, dk, dv, dmask}, n_out);
+    if (!kn_op_outputs_inferred(&c)) return kn_last_status();
+    return kn_op_run_to(&c, (kn_tensor **const[]){dq, dk, dv, dmask}, c.node->n_out);
 }
 
 kn_tensor *kn_dropout_replay(kn_tensor *x, double p, uint64_t seed, uint64_t offset) {
@@ -39,6 +47,6 @@ kn_tensor *kn_dropout_replay(kn_tensor *x, double p, uint64_t seed, uint64_t off
     if (!kn_op_begin(&c, KN_OP_dropout, 1, &x)) return NULL;
     KN_ATTRS(c.node, dropout)->p = p;
     c.node->rng_seed = seed, c.node->rng_offset = offset;
-    if (!kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
+    if (!kn_op_outputs_inferred(&c)) return NULL;
     return kn_op_run(&c);
 }

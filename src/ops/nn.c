@@ -22,9 +22,9 @@ bool kn_nn_prepare_input(kn_opctx *c, int i, kn_dtype dtype) {
     return true;
 }
 
-bool kn_nn_check_vector(kn_opctx *c, const kn_tensor *t, int64_t n, const char *what) {
-    if (!t || (t->ndim == 1 && t->shape[0] == n)) return true;
+kn_status kn_nn_vector_why(const kn_tensor *t, int64_t n, const char *what, char *why, size_t why_size) {
+    if (!t || (t->ndim == 1 && t->shape[0] == n)) return KN_OK;
     char d[96];
-    return kn_op_fail(c, KN_ERR_SHAPE, "%s must be [%lld], got %s", what, (long long)n, kn_describe(t, d, sizeof d)) !=
-           NULL;
+    snprintf(why, why_size, "%s must be [%lld], got %s", what, (long long)n, kn_describe(t, d, sizeof d));
+    return KN_ERR_SHAPE;
 }

@@ -2,7 +2,23 @@
 #include "ops/nn_backward.h"
 
 #include "ops/nn_common.h"
+#include "ops/op_rules.h"
 #include "ops/ops_internal.h"
+
+/* layer_norm_backward, rms_norm_backward: gy and x of one size, a multiple of inner, weight
+ * [inner]; dx like x, dweight and (layer_norm) dbias [inner]. */
+KN_RULE(kn_infer_norm_backward) {
+    const kn_tensor *gy = in[0], *x = in[1], *weight = kn_input_at(in, at, KN_SLOT(layer_norm_backward, weight));
+    int64_t inner = at->layer_norm_backward.inner; /* rms_norm_backward's are layer_norm_backward's */
+    if (inner <= 0 || kn_numel(x) % inner || kn_numel(gy) != kn_numel(x) ||
+        (weight && (weight->ndim != 1 || weight->shape[0] != inner)))
+        KN_RULE_FAIL(KN_ERR_SHAPE, "gy and x must have the same size, a multiple of inner (%lld), weight [inner]",
+                     (long long)inner);
+    kn_infer_out(r, x->dtype, x->shape, x->ndim);
+    kn_infer_out(r, x->dtype, &inner, 1);
+    if (op == KN_OP_layer_norm_backward) kn_infer_out(r, x->dtype, &inner, 1);
+    return KN_OK;
+}
 
 kn_status kn_norm_backward(kn_tensor *gy, kn_tensor *x, kn_tensor *weight, int64_t inner, double eps, bool rms,
                            kn_tensor **dx, kn_tensor **dweight, kn_tensor **dbias) {
@@ -11,18 +27,22 @@ kn_status kn_norm_backward(kn_tensor *gy, kn_tensor *x, kn_tensor *weight, int64
                            (kn_tensor *[]){gy, x, weight}))
         return kn_last_status();
     if (!kn_nn_prepare_input(&c, 0, x->dtype) || !kn_nn_prepare_input(&c, 1, x->dtype)) return kn_last_status();
-    if (inner <= 0 || kn_numel(x) % inner || kn_numel(gy) != kn_numel(x) ||
-        (weight && (weight->ndim != 1 || weight->shape[0] != inner))) {
-        kn_op_fail(&c, KN_ERR_SHAPE, "gy and x must have the same size, a multiple of inner (%lld), weight [inner]",
-                   (long long)inner);
-        return kn_last_status();
-    }
     /* rms_norm_backward's attributes are layer_norm_backward's (op_table.c) */
     *KN_ATTRS(c.node, layer_norm_backward) = (kn_attrs_layer_norm_backward){.inner = inner, .eps = eps};
-    if (!kn_op_output(&c, x->dtype, x->shape, x->ndim) || !kn_op_output(&c, x->dtype, &inner, 1) ||
-        (!rms && !kn_op_output(&c, x->dtype, &inner, 1)))
-        return kn_last_status();
+    if (!kn_op_outputs_inferred(&c)) return kn_last_status();
     return kn_op_run_to(&c, (kn_tensor **const[]){dx, dweight, dbias}, rms ? 2 : 3);
+}
+
+/* conv2d_backward_weight: gy [N, Cout, OH, OW], x [N, C, H, W], channels divisible by groups;
+ * dweight [Cout, C/groups, KH, KW]. */
+KN_RULE(kn_infer_conv2d_backward_weight) {
+    const kn_tensor *gy = in[0], *x = in[1];
+    const kn_attrs_conv2d_backward_weight *a = &at->conv2d_backward_weight;
+    if (gy->ndim != 4 || x->ndim != 4 || gy->shape[0] != x->shape[0] || a->groups <= 0 || x->shape[1] % a->groups ||
+        gy->shape[1] % a->groups || a->kernel[0] <= 0 || a->kernel[1] <= 0)
+        KN_RULE_FAIL(KN_ERR_SHAPE, "gy and x must be [N, C, H, W] with channels divisible by groups");
+    kn_infer_out(r, x->dtype, (int64_t[]){gy->shape[1], x->shape[1] / a->groups, a->kernel[0], a->kernel[1]}, 4);
+    return KN_OK;
 }
 
 kn_tensor *kn_conv2d_backward_weight(kn_tensor *gy, kn_tensor *x, int64_t kh, int64_t kw, const int64_t stride[2],
@@ -30,12 +50,10 @@ kn_tensor *kn_conv2d_backward_weight(kn_tensor *gy, kn_tensor *x, int64_t kh, in
     kn_opctx c;
     if (!kn_op_begin(&c, KN_OP_conv2d_backward_weight, 2, (kn_tensor *[]){gy, x})) return NULL;
     if (!kn_nn_prepare_input(&c, 0, x->dtype) || !kn_nn_prepare_input(&c, 1, x->dtype)) return NULL;
-    if (gy->ndim != 4 || x->ndim != 4 || gy->shape[0] != x->shape[0] || groups <= 0 || x->shape[1] % groups ||
-        gy->shape[1] % groups || kh <= 0 || kw <= 0)
-        return kn_op_fail(&c, KN_ERR_SHAPE, "gy and x must be [N, C, H, W] with channels divisible by groups");
     kn_attrs_conv2d_backward_weight *a = KN_ATTRS(c.node, conv2d_backward_weight);
     for (int d = 0; d < 2; d++) a->stride[d] = stride[d], a->padding[d] = padding[d], a->dilation[d] = dilation[d];
     a->groups = groups;
-    if (!kn_op_output(&c, x->dtype, (int64_t[]){gy->shape[1], x->shape[1] / groups, kh, kw}, 4)) return NULL;
+    a->kernel[0] = kh, a->kernel[1] = kw;
+    if (!kn_op_outputs_inferred(&c)) return NULL;
     return kn_op_run(&c);
 }

@@ -1,29 +1,16 @@
 /* The op table, expanded from the .def lists: each op's entry and its signature. */
 #include "ops/op_table.h"
+#include "ops/op_rules.h"
 
 #include <string.h>
 
-/* Entries point to their family's shape and dtype rule: the elementwise families' and the
- * reductions' (the other kinds still compute theirs in the API function). */
-#define INFER_KN_KIND_REDUCTION kn_infer_reduce
-#define INFER_KN_KIND_ELEMENTWISE NULL /* copy: its own rule in layout's copy functions */
-#define INFER_KN_KIND_OPAQUE NULL
-#define INFER_KN_KIND_CREATION NULL
 #define ENTRY(name_, kind_, dtypes_, flags_, expr_, infer_) \
     [KN_OP_##name_] = {.name = #name_, .kind = kind_, .dtypes = dtypes_, .flags = flags_, .expr = expr_, .infer = infer_},
-#define EW_ENTRY(name, cls, out, expr) \
-    ENTRY(name, KN_KIND_ELEMENTWISE, KN_ACCEPT_##cls, KN_FLAGS_##cls | KN_OUT_FLAG_##out, #expr, kn_infer_elementwise)
 const kn_op_def kn_op_table[KN_OP_COUNT] = {
-#define KN_OP(name_, kind_, dtypes_, flags_, expr_, ins_, attrs_) \
-    ENTRY(name_, kind_, dtypes_, flags_, expr_, INFER_##kind_)
-#define KN_UNARY(name, cls, out, attrs, expr) EW_ENTRY(name, cls, out, expr)
-#define KN_BINARY(name, cls, out, attrs, expr) EW_ENTRY(name, cls, out, expr)
-#define KN_TERNARY(name, cls, out, attrs, expr) EW_ENTRY(name, cls, out, expr)
-#include "ops/defs/all.def"
+#define KN_OP(name_, kind_, dtypes_, flags_, infer_, expr_, ins_, attrs_) \
+    ENTRY(name_, kind_, dtypes_, flags_, expr_, infer_)
+#include "ops/defs/all.def" /* the elementwise forms name kn_infer_elementwise */
 #undef KN_OP
-#undef KN_UNARY
-#undef KN_BINARY
-#undef KN_TERNARY
 };
 
 /* Each op's parameter list is a static array in its own case, where `attrs_t` names the op's
@@ -43,7 +30,7 @@ const kn_param *kn_op_params(kn_op_id op) {
 #define KN_OPT(nm) {#nm, KN_PARAM_OPT, 0},
 #define KN_INS(nm) {#nm, KN_PARAM_INS, 0},
 #define KN_A(T, nm) {#nm, KN_PARAM_##T, (uint16_t)offsetof(attrs_t, nm)},
-#define KN_OP(name, kind, dtypes, flags, expr, ins, attrs) CASE_OPEN(name) ins attrs CASE_CLOSE
+#define KN_OP(name, kind, dtypes, flags, infer, expr, ins, attrs) CASE_OPEN(name) ins attrs CASE_CLOSE
 #define KN_UNARY(name, cls, out, attrs, expr) CASE_OPEN(name) KN_IN(x) attrs CASE_CLOSE
 #define KN_BINARY(name, cls, out, attrs, expr) CASE_OPEN(name) KN_IN(x) KN_IN(y) attrs CASE_CLOSE
 #define KN_TERNARY(name, cls, out, attrs, expr) CASE_OPEN(name) KN_IN(x) KN_IN(y) KN_IN(z) attrs CASE_CLOSE
@@ -72,7 +59,10 @@ const kn_param *kn_op_params(kn_op_id op) {
     _Static_assert(offsetof(kn_attrs_##name, keepdim) == offsetof(kn_reduce_attrs, keepdim), #name);
 #define CHECK_KN_KIND_ELEMENTWISE(name)
 #define CHECK_KN_KIND_OPAQUE(name)
-#define CHECK_KN_KIND_CREATION(name)
+#define CHECK_KN_KIND_CREATION(name)                                                                 \
+    _Static_assert(offsetof(kn_attrs_##name, shape) == offsetof(kn_creation_attrs, shape) &&            \
+                       offsetof(kn_attrs_##name, dtype) == offsetof(kn_creation_attrs, dtype),          \
+                   #name);
 #define KN_OP(name, kind, ...) CHECK_##kind(name)
 #include "ops/defs/all.def"
 #undef KN_OP
@@ -93,8 +83,8 @@ REDUCE_HEAD(log_softmax_backward)
     _Static_assert(offsetof(kn_attrs_##a, f) == offsetof(kn_attrs_##b, f) &&                 \
                        sizeof(((kn_attrs_##a *)0)->f) == sizeof(((kn_attrs_##b *)0)->f),     \
                    #a " and " #b ": " #f);
-SAME_FIELD(roll, pad, mode) SAME_FIELD(roll, pad, value) SAME_FIELD(roll, pad, before)
-SAME_FIELD(repeat, pad, mode) SAME_FIELD(repeat, pad, value) SAME_FIELD(repeat, pad, before)
+SAME_FIELD(roll, pad, mode) SAME_FIELD(roll, pad, value) SAME_FIELD(roll, pad, before) SAME_FIELD(roll, pad, size)
+SAME_FIELD(repeat, pad, mode) SAME_FIELD(repeat, pad, value) SAME_FIELD(repeat, pad, before) SAME_FIELD(repeat, pad, size)
 SAME_FIELD(scatter_add, scatter_reduce, dim) SAME_FIELD(scatter_add, scatter_reduce, reduce)
 SAME_FIELD(scatter_add, scatter_reduce, include_self) SAME_FIELD(scatter_add, scatter_reduce, alpha)
 SAME_FIELD(index_add, scatter_reduce, dim) SAME_FIELD(index_add, scatter_reduce, reduce)
@@ -105,7 +95,7 @@ SAME_FIELD(conv2d_backward_weight, conv2d, stride) SAME_FIELD(conv2d_backward_we
 SAME_FIELD(conv2d_backward_weight, conv2d, dilation) SAME_FIELD(conv2d_backward_weight, conv2d, groups)
 SAME_FIELD(avg_pool2d, max_pool2d, kernel) SAME_FIELD(avg_pool2d, max_pool2d, stride)
 SAME_FIELD(avg_pool2d, max_pool2d, padding) SAME_FIELD(avg_pool2d, max_pool2d, dilation)
-SAME_FIELD(avg_pool2d, max_pool2d, exclude_pad)
+SAME_FIELD(avg_pool2d, max_pool2d, exclude_pad) SAME_FIELD(avg_pool2d, max_pool2d, ceil_mode)
 SAME_FIELD(rms_norm, layer_norm, inner) SAME_FIELD(rms_norm, layer_norm, eps)
 SAME_FIELD(layer_norm_backward, layer_norm, inner) SAME_FIELD(layer_norm_backward, layer_norm, eps)
 SAME_FIELD(rms_norm_backward, layer_norm, inner) SAME_FIELD(rms_norm_backward, layer_norm, eps)

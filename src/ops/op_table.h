@@ -54,7 +54,7 @@ typedef enum kn_op_id {
 #define KN_OPT(nm)
 #define KN_INS(nm)
 #define KN_A(T, nm) KN_ATTR_DECL_##T(nm);
-#define KN_OP(name, kind, dtypes, flags, expr, ins, attrs) \
+#define KN_OP(name, kind, dtypes, flags, infer, expr, ins, attrs) \
     typedef struct kn_attrs_##name {                     \
         attrs char end_;                                   \
     } kn_attrs_##name;
@@ -68,7 +68,7 @@ typedef enum kn_op_id {
 #define KN_OPT(nm) uint8_t nm;
 #define KN_INS(nm) uint8_t nm;
 #define KN_A(T, nm)
-#define KN_OP(name, kind, dtypes, flags, expr, ins, attrs) \
+#define KN_OP(name, kind, dtypes, flags, infer, expr, ins, attrs) \
     typedef struct kn_in_##name {                        \
         ins uint8_t end_;                                  \
     } kn_in_##name;
@@ -86,6 +86,13 @@ typedef struct kn_reduce_attrs {
     bool keepdim;
 } kn_reduce_attrs;
 
+/* The head every creation op's attributes start with (checked in op_table.c): the output's
+ * shape and dtype, which its rule reads as KN_ATTRS(n, creation). */
+typedef struct kn_creation_attrs {
+    kn_shape shape;
+    int64_t dtype;
+} kn_creation_attrs;
+
 /* A node's attributes: the struct of its op (one member per op, named as the op) and which
  * optional inputs are absent. Fixed size, so a node never allocates for them. */
 typedef struct kn_attrs {
@@ -95,6 +102,7 @@ typedef struct kn_attrs {
 #include "ops/defs/all.def"
 #undef KN_OP
         kn_reduce_attrs reduce;
+        kn_creation_attrs creation;
     };
 } kn_attrs;
 
@@ -136,15 +144,20 @@ typedef struct kn_param {
     uint16_t offset; /* attributes: the offset in the op's kn_attrs_<op> */
 } kn_param;
 
-/* What a shape and dtype rule finds: output 0's shape and dtype, and the dtype the inputs are
- * brought to first (elementwise ops compute in it; bool outputs differ from it). */
+/* What a shape and dtype rule finds: each output's shape and dtype, and the dtype the inputs
+ * are brought to first (elementwise ops compute in it; bool outputs differ from it). */
 typedef struct kn_op_infer {
-    kn_shape shape;
-    kn_dtype out, compute;
+    int n_out;
+    kn_shape shape[KN_NODE_MAX_OUT];
+    kn_dtype out[KN_NODE_MAX_OUT];
+    uint8_t in_place[KN_NODE_MAX_OUT]; /* 1 + the input an output is (updated in place); 0: fresh */
+    kn_dtype compute;
 } kn_op_infer;
-/* An op's shape and dtype rule, over its (already checked non-NULL) inputs and attributes:
- * KN_OK, or an error code with what does not fit written to why (the caller names the op and
- * inputs). */
+/* An op's shape and dtype rule, over its (already checked non-NULL) inputs, packed as a node
+ * holds them, and its attributes: KN_OK with every output in r (which starts empty), or an
+ * error code with what does not fit written to why (the caller names the op and inputs).
+ * A rule alone rejects every shape and attribute an API function would reject, so a graph
+ * can be checked and planned without running API functions. Rules are in ops/op_rules.h. */
 typedef kn_status (*kn_infer_fn)(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r,
                                  char *why, size_t why_size);
 
@@ -154,19 +167,11 @@ typedef struct kn_op_def {
     uint32_t dtypes;  /* input dtypes the op accepts (KN_DT masks) */
     uint32_t flags;
     const char *expr; /* elementwise ops: the scalar expression (x, y, z inputs; a, b attributes) */
-    kn_infer_fn infer; /* the shape and dtype rule; NULL: still inline in the op's API function */
+    kn_infer_fn infer; /* the shape and dtype rule (ops/op_rules.h). NULL: "value-dependent, the
+                        * kernel allocates" (KN_OPF_SYNC ops whose output shape depends on values:
+                        * masked_select, nonzero, unique, one_hot), and `fused`, whose outputs are
+                        * those of the ruled nodes it was made from (its kn_fused_launch says) */
 } kn_op_def;
-
-/* The rule of the elementwise families (ops/elementwise.c): inputs broadcast together;
- * PyTorch's result type (f32 for integers where KN_OPF_INT_TO_FLOAT); bool out for
- * KN_OPF_BOOL_OUT ops. */
-kn_status kn_infer_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r,
-                               char *why, size_t why_size);
-/* The rule of the reductions (ops/reduce.c): x's shape without (keepdim: with size 1) the
- * normalized dims; x's dtype, i64 for integer sums and products and for arg*, bool for all
- * and any. */
-kn_status kn_infer_reduce(kn_op_id op, int n_in, kn_tensor *const *in, const kn_attrs *at, kn_op_infer *r,
-                          char *why, size_t why_size);
 
 extern const kn_op_def kn_op_table[KN_OP_COUNT];
 

@@ -26,4 +26,13 @@ kn_tensor *kn_elementwise(kn_op_id op, int n_in, kn_tensor *const *in, double a,
  * NULL: the node holds the given ones packed and marks the rest absent (KN_INPUT reads them). */
 bool kn_op_begin_slots(kn_opctx *c, kn_op_id op, int n_slots, kn_tensor *const *slots);
 
+/* The dispatcher-side step of every API function: runs the entry's shape and dtype rule
+ * (kn_op_table[op].infer, ops/op_rules.h) on the node's inputs and attributes, failing the op
+ * with the rule's reason, and adds the outputs it finds. API functions: begin, attributes,
+ * kn_op_outputs_inferred, run. kn_op_infer_node and kn_op_add_outputs are its two halves,
+ * for ops that prepare their inputs (casts, broadcasts) between them. */
+bool kn_op_outputs_inferred(kn_opctx *c);
+bool kn_op_infer_node(kn_opctx *c, kn_op_infer *r);
+bool kn_op_add_outputs(kn_opctx *c, const kn_op_infer *r);
+
 #endif

@@ -4,6 +4,7 @@
 
 #include "exec/dispatch.h"
 #include "kiln/ops_optim.h"
+#include "ops/op_rules.h"
 #include "ops/ops_internal.h"
 #include "ops/optim_check.h"
 
@@ -40,27 +41,43 @@ const char *kn_sgd_check(double lr, double momentum, double dampening, double we
     return e ? buf : NULL;
 }
 
-/* Operand i must have param's shape and the dtype want; in-place operands (i < n_inplace)
- * must not repeat elements (stride-0 dims). */
-static bool check_operand(kn_opctx *c, int i, const char *what, kn_dtype want, bool in_place) {
-    const kn_tensor *p = c->node->in[0], *t = c->node->in[i];
+/* Operand t must have param's shape and the dtype want; in-place operands must not repeat
+ * elements (stride-0 dims). */
+static kn_status operand_why(const kn_tensor *p, const kn_tensor *t, const char *what, kn_dtype want, bool in_place,
+                             char *why, size_t why_size) {
     bool same = t->ndim == p->ndim;
     for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
-    if (!same) return kn_op_fail(c, KN_ERR_SHAPE, "%s must have param's shape", what) != NULL;
+    if (!same) KN_RULE_FAIL(KN_ERR_SHAPE, "%s must have param's shape", what);
     if (t->dtype != want)
-        return kn_op_fail(c, KN_ERR_DTYPE, "%s has dtype %s; it must be %s", what, kn_dtype_name(t->dtype),
-                          kn_dtype_name(want)) != NULL;
+        KN_RULE_FAIL(KN_ERR_DTYPE, "%s has dtype %s; it must be %s", what, kn_dtype_name(t->dtype), kn_dtype_name(want));
     for (int d = 0; in_place && d < t->ndim; d++)
         if (t->stride[d] == 0 && t->shape[d] > 1)
-            return kn_op_fail(c, KN_ERR_VIEW, "%s has broadcast (stride 0) dims; it cannot be updated in place",
-                              what) != NULL;
-    return true;
+            KN_RULE_FAIL(KN_ERR_VIEW, "%s has broadcast (stride 0) dims; it cannot be updated in place", what);
+    return KN_OK;
 }
 
-/* Makes the inputs at slots[0..n-1] the node's outputs and submits it (KN_OPF_NO_GRAD: autograd
- * lets it write into parameters and records nothing). */
-static kn_status run_in_place(kn_opctx *c, const int *slots, int n) {
-    for (int k = 0; k < n; k++) c->node->out[c->node->n_out++] = kn_tensor_incref(c->node->in[slots[k]]);
+/* adamw_update and sgd_update: every operand shaped like param, moments in f32 (f64 for f64
+ * params), the rest in param's dtype; the outputs are the updated operands themselves
+ * (all but grad). */
+KN_RULE(kn_infer_optim_update) {
+    const kn_param *p = kn_op_params(op);
+    int grad_slot = op == KN_OP_adamw_update ? KN_SLOT(adamw_update, grad) : KN_SLOT(sgd_update, grad);
+    kn_dtype pd = in[0]->dtype, md = op == KN_OP_adamw_update && pd != KN_F64 ? KN_F32 : pd;
+    for (int slot = 0; slot < kn_op_input_slots(op); slot++) {
+        int pos = kn_input_pos(at, slot);
+        if (pos < 0) continue;
+        bool moment = slot != 0 && slot != grad_slot;
+        kn_status st = operand_why(in[0], in[pos], p[slot].name, moment ? md : pd, slot != grad_slot, why, why_size);
+        if (st != KN_OK) return st;
+        if (slot != grad_slot) kn_infer_in_place(r, in, pos);
+    }
+    return KN_OK;
+}
+
+/* Submits the node, its outputs the updated operands by the rule (KN_OPF_NO_GRAD: autograd lets
+ * it write into parameters and records nothing). */
+static kn_status run_in_place(kn_opctx *c) {
+    if (!kn_op_outputs_inferred(c)) return kn_last_status();
     return kn_op_run_inplace(c);
 }
 
@@ -73,10 +90,6 @@ kn_status kn_adamw_update(kn_tensor *param, kn_tensor *grad, kn_tensor *exp_avg,
     const char *e = kn_adamw_check(lr, beta1, beta2, eps, weight_decay, why, sizeof why);
     if (e) return kn_op_fail(&c, KN_ERR_ARG, "%s", e), kn_last_status();
     if (step < 1) return kn_op_fail(&c, KN_ERR_ARG, "step is %lld; it must be >= 1", (long long)step), kn_last_status();
-    kn_dtype pd = param->dtype, md = pd == KN_F64 ? KN_F64 : KN_F32;
-    if (!check_operand(&c, 0, "param", pd, true) || !check_operand(&c, 1, "exp_avg", md, true) ||
-        !check_operand(&c, 2, "exp_avg_sq", md, true) || !check_operand(&c, 3, "grad", pd, false))
-        return kn_last_status();
     /* torch.optim.AdamW's scalars, in double as Python computes them */
     *KN_ATTRS(c.node, adamw_update) = (kn_attrs_adamw_update){
         .decay = 1 - lr * weight_decay,
@@ -87,7 +100,7 @@ kn_status kn_adamw_update(kn_tensor *param, kn_tensor *grad, kn_tensor *exp_avg,
         .bias_correction2_sqrt = sqrt(1 - pow(beta2, (double)step)),
         .eps = eps,
     };
-    return run_in_place(&c, (const int[]){0, 1, 2}, 3);
+    return run_in_place(&c);
 }
 
 kn_status kn_sgd_update(kn_tensor *param, kn_tensor *grad, kn_tensor *momentum_buffer, double lr, double momentum,
@@ -104,12 +117,9 @@ kn_status kn_sgd_update(kn_tensor *param, kn_tensor *grad, kn_tensor *momentum_b
     char why[160];
     const char *e = kn_sgd_check(lr, momentum, dampening, weight_decay, nesterov, why, sizeof why);
     if (e) return kn_op_fail(&c, KN_ERR_ARG, "%s", e), kn_last_status();
-    if (!check_operand(&c, 0, "param", param->dtype, true) || !check_operand(&c, 1, "grad", param->dtype, false) ||
-        (has_buf && !check_operand(&c, 2, "momentum_buffer", param->dtype, true)))
-        return kn_last_status();
     if (!has_buf) c.node->attrs.absent = 1u << KN_SLOT(sgd_update, momentum_buffer);
     *KN_ATTRS(c.node, sgd_update) = (kn_attrs_sgd_update){.lr = lr, .momentum = momentum, .dampening = dampening,
                                                            .weight_decay = weight_decay, .nesterov = nesterov,
                                                            .first_step = first_step};
-    return run_in_place(&c, (const int[]){0, 2}, has_buf ? 2 : 1);
+    return run_in_place(&c);
 }

@@ -476,6 +476,7 @@ kn_status kn_copy_(kn_tensor *dst, kn_tensor *src) {
         kn_op_fail(&c, KN_ERR_DEVICE, "the destination is on another device; use kn_to_device first");
         return kn_last_status();
     }
+    KN_ATTRS(c.node, copy)->dtype = dst->dtype; /* dst is what kn_infer_copy describes */
     c.node->out[c.node->n_out++] = kn_tensor_incref(dst);
     return kn_op_run_inplace(&c);
 }
