@@ -5,9 +5,11 @@
  *     if (!kn_op_begin(&c, KN_OP_softmax, 1, &x)) return NULL;   // NULLs, devices, dtypes
  *     if (dim out of range) return kn_op_fail(&c, KN_ERR_INDEX, "dim %lld ...", dim);
  *     KN_ATTRS(c.node, softmax)->dims = KN_DIMS(d);               // the entry's attributes
- *     if (!kn_op_output(&c, x->dtype, x->shape, x->ndim)) return NULL;
+ *     if (!kn_op_outputs_inferred(&c)) return NULL;               // the entry's shape rule
  *     return kn_op_run(&c);                                       // adopted into the scope
  *
+ * (kn_op_outputs_inferred, ops/ops_internal.h, adds the outputs its rule describes through
+ * kn_op_output.)
  * Errors name the op and its inputs' dtypes and shapes ("softmax(f32[2, 3]): ..."). */
 #ifndef KILN_EXEC_DISPATCH_H
 #define KILN_EXEC_DISPATCH_H
