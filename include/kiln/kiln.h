@@ -15,6 +15,7 @@
 #include "kiln/nn.h"
 #include "kiln/data.h"
 #include "kiln/optim.h"
+#include "kiln/profile.h"
 #include "kiln/stats.h"
 #include "kiln/stream.h"
 #include "kiln/status.h"

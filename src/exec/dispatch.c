@@ -11,6 +11,7 @@
 #include "core/runtime_impl.h"
 #include "core/stats.h"
 #include "exec/interpose.h"
+#include "exec/profile.h"
 #include "exec/scheduler.h"
 #include "ops/custom_registry.h"
 
@@ -112,7 +113,11 @@ kn_tensor *kn_op_output(kn_opctx *c, kn_dtype dtype, const int64_t *shape, int n
 
 kn_status kn_node_execute(kn_backend *b, kn_node *n) {
     kn_stat_add(KN_STAT_KERNELS_LAUNCHED, 1);
-    return b->kernels->op[n->op].fn(n);
+    if (!atomic_load_explicit(&kn_profiling, memory_order_relaxed)) return b->kernels->op[n->op].fn(n);
+    int64_t t0 = kn_profile_now();
+    kn_status st = b->kernels->op[n->op].fn(n);
+    kn_profile_add(n->op, kn_profile_now() - t0);
+    return st;
 }
 
 /* A node's work on its stream. An error names the op, its inputs, the device and the stream,
