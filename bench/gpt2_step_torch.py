@@ -10,6 +10,11 @@ Data: random tokens. Prints one JSON line. Installs nothing: without torch it pr
 "skipped: PyTorch not installed" and exits 0.
 
     python3 bench/gpt2_step_torch.py [--steps 10] [--warmup 2] [--threads 2] [--batch 4] [--seq 64] [--compile]
+                                     [--profile]
+
+--profile runs the timed steps under torch.profiler and adds "profile": {family: ms per step},
+the operators' self CPU time summed into kiln's op names (bench/profile_families.py), for
+bench/profile_compare.sh to set beside `kiln train gpt2 --profile`.
 """
 import argparse
 import json
@@ -105,6 +110,7 @@ def main():
     ap.add_argument("--block", type=int, default=1024)
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (off by default)")
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--profile", action="store_true", help="self CPU time per op family (torch.profiler)")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -134,10 +140,20 @@ def main():
     for _ in range(args.warmup):
         step()
     times, losses = [], []
+    prof = None
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+        prof = profile(activities=[ProfilerActivity.CPU])
+        prof.__enter__()
     for _ in range(args.steps):
         t0 = time.perf_counter()
         losses.append(step())
         times.append((time.perf_counter() - t0) * 1e3)
+    families = None
+    if prof:
+        prof.__exit__(None, None, None)
+        from profile_families import torch_families
+        families = torch_families(prof.key_averages(), args.steps)
     med = statistics.median(times) if times else float("nan")
     print(json.dumps({
         "impl": "torch", "bench": "gpt2_train_step", "model": kind, "params": n_params,
@@ -146,7 +162,8 @@ def main():
         "tokens_per_s": round(B * T / med * 1e3, 1) if times else None,
         "steps": args.steps, "warmup": args.warmup, "compile": args.compile,
         "threads": torch.get_num_threads(), "torch": torch.__version__,
-        "last_loss": round(losses[-1], 4) if losses else None}), flush=True)
+        "last_loss": round(losses[-1], 4) if losses else None,
+        **({"profile": families} if families is not None else {})}), flush=True)
 
 
 if __name__ == "__main__":

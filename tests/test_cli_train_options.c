@@ -1,7 +1,7 @@
 /* `kiln train` options as each task declares them: values out of range refused with the value
  * named (NaN and infinities among them), options of other tasks refused, per-task --help with
  * a default on every line, a text file given as tokens refused with what to do, the progress
- * lines' elapsed time and ETA, and every task traced on the meta device. */
+ * lines' elapsed time and ETA, --profile's kernel table, and every task traced on the meta device. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +159,15 @@ static void test_progress_shows_elapsed_time_and_eta(void) {
     CHECK(output_has(" elapsed ") && output_has(" eta "));
 }
 
+/* --profile N prints the kernel table of the last N steps: the product the adder's model runs
+ * is in it, and the table closes with the kernels' total. */
+static void test_profile_prints_the_kernel_table(void) {
+    const char *args[] = {"train", "adder", "--steps", "3", "--batch", "8", "--eval-count", "10", "--profile", "2", NULL};
+    CHECK(run(args) == 0);
+    CHECK(output_has("kiln train: kernel time per op over the profiled steps"));
+    CHECK(output_has("matmul") && output_has("kernels ") && output_has(" ms wall"));
+}
+
 /* kiln train TASK --device meta (with the extra args) prints a trace of some ops and FLOPs,
  * trains nothing and writes nothing. */
 static void check_traces(const char *task, const char *const *extra) {
@@ -222,6 +231,7 @@ int main(int argc, char **argv) {
     RUN(test_help_lists_each_tasks_own_options);
     RUN(test_text_data_is_refused_with_what_to_do);
     RUN(test_progress_shows_elapsed_time_and_eta);
+    RUN(test_profile_prints_the_kernel_table);
     RUN(test_every_task_traces_on_meta);
     remove_tree(tmp);
     return test_summary();

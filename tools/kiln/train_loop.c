@@ -128,6 +128,17 @@ static int end_of_run(const train_options *o, const train_job *job) {
 
 /* The most the device's tensors held at once since the last call (the step's peak); the
  * peak then restarts from what is held now. */
+/* --profile: the kernel table of the profiled steps. */
+static void print_profile(void) {
+    kn_profile_stop();
+    size_t want = kn_profile_report(NULL, 0) + 1;
+    char *text = malloc(want);
+    if (!text) return;
+    kn_profile_report(text, want);
+    fprintf(stderr, "kiln train: kernel time per op over the profiled steps\n%s", text);
+    free(text);
+}
+
 static double step_peak_mib(void) {
     kn_memory_stats ms;
     if (kn_memory_stats_get(kn_default_device(), &ms) != KN_OK) return 0; /* not reached: the device ran the step */
@@ -173,6 +184,7 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
     kn_memory_reset_peak(kn_default_device()); /* the first step's peak leaves set-up out */
     double t_run = now_ms();
     for (int64_t step = start; step < o->steps; step++) {
+        if (o->profile && step == (o->steps - o->profile > start ? o->steps - o->profile : start)) kn_profile_start();
         double t0 = now_ms(), lr = kn_lr_at(&sched, step), grad_norm = NAN;
         if (train_step(o, job, opt, step, lr, &loss, &grad_norm) != KN_OK) {
             rc = fail("training step");
@@ -207,6 +219,7 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
             break;
         }
     }
+    if (o->profile) print_profile();
 done:
     if (final_loss) *final_loss = loss;
     if (train_log_close(log, o->log_path) != KN_OK && rc == 0) rc = fail("--log");

@@ -106,6 +106,9 @@ static const struct option_def {
     OPT("mode", OPT_STR, mode, ALL, "execution mode: " KILN_MODES, .default_text = "$KILN_MODE, else strict"),
     OPT("threads", OPT_INT, threads, ALL, "CPU threads", .default_text = "$KILN_THREADS, else one per core", .min = 1),
     OPT("quiet", OPT_FLAG, quiet, ALL, "no progress output", .default_text = "off"),
+    OPT("profile", OPT_I64, profile, ALL,
+        "time the kernels of the last N steps per op (kiln/profile.h) and print the table on stderr at the end "
+        "(0: off)"),
     OPT("eval-every", OPT_I64, eval_every, TASK_ADDER | TASK_RESNET,
         "steps between held-out accuracy checks (0: only at the end)"),
     OPT("eval-every", OPT_I64, eval_every, TASK_DLRM, "steps between held-out AUC checks (0: only at the end)"),

@@ -47,6 +47,7 @@ typedef struct train_options {
     const char *device, *mode;
     int threads;
     bool quiet;
+    int64_t profile; /* the last this many steps' kernels are timed per op and printed at the end */
     bool trace; /* set from --device: the device holds no values, so the run is a trace */
     /* evaluation (adder, dlrm, mingpt, resnet) */
     int64_t eval_every, eval_count;
