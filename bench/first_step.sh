@@ -27,11 +27,7 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 
 # Random GPT-2 tokens in nanoGPT's format (uint16, no header), as bench/train_compare.sh makes them.
-python3 -c "
-import random, struct, sys
-random.seed(0)
-sys.stdout.buffer.write(struct.pack('<%dH' % 65536, *(random.randrange(50257) for _ in range(65536))))
-" > "$OUT/tokens.bin"
+python3 "$(dirname "$0")/random_tokens.py" "$OUT/tokens.bin"
 
 # Seconds since the epoch with sub-second digits (GNU date; python3 elsewhere).
 now() {

@@ -14,11 +14,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 echo "uptime at start: $(uptime)"
-python3 -c "
-import random, struct, sys
-random.seed(0)
-sys.stdout.buffer.write(struct.pack('<%dH' % 65536, *(random.randrange(50257) for _ in range(65536))))
-" > "$OUT/tokens.bin"
+python3 "$(dirname "$0")/random_tokens.py" "$OUT/tokens.bin"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     KILN_THREADS=$THREADS "$BUILD/kiln" train gpt2 --data "$OUT/tokens.bin" --batch 4 --seq 64 \

@@ -13,11 +13,7 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
 # Random GPT-2 tokens in nanoGPT's format (uint16, no header).
-python3 -c "
-import random, struct, sys
-random.seed(0)
-sys.stdout.buffer.write(struct.pack('<%dH' % 65536, *(random.randrange(50257) for _ in range(65536))))
-" > "$OUT/tokens.bin"
+python3 "$(dirname "$0")/random_tokens.py" "$OUT/tokens.bin"
 
 for mode in $MODES; do
     KILN_THREADS=2 "$BUILD/kiln" train gpt2 --data "$OUT/tokens.bin" --batch 4 --seq 64 \

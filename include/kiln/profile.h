@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kiln/api.h"
 
@@ -30,6 +31,8 @@ KN_API int kn_profile_rows(kn_profile_row *rows, int max);
  * the wall time the profile covered), into buf (truncated to size); returns the length it
  * wanted. */
 KN_API size_t kn_profile_report(char *buf, size_t size);
+/* The report on out, each line after line_prefix (nothing if out of memory). */
+KN_API void kn_profile_print(FILE *out, const char *line_prefix);
 
 #ifdef __cplusplus
 }

@@ -30,3 +30,11 @@ void kn_strbuf_printf(kn_strbuf *s, const char *fmt, ...) {
         s->cap = cap;
     }
 }
+
+size_t kn_snappend(char *buf, size_t size, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(len < size ? buf + len : NULL, len < size ? size - len : 0, fmt, ap);
+    va_end(ap);
+    return n > 0 ? len + (size_t)n : len;
+}

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/strbuf.h"
 #include "kiln/profile.h"
 #include "kiln/runtime.h"
 
@@ -57,9 +58,6 @@ int kn_profile_rows(kn_profile_row *rows, int max) {
     return n;
 }
 
-/* Appends to buf like snprintf, keeping count of the length wanted. */
-#define APPEND(...) (len += (size_t)snprintf(buf + (len < size ? len : size), len < size ? size - len : 0, __VA_ARGS__))
-
 size_t kn_profile_report(char *buf, size_t size) {
     kn_profile_row rows[KN_OP_COUNT];
     int n = kn_profile_rows(rows, KN_OP_COUNT);
@@ -68,22 +66,26 @@ size_t kn_profile_report(char *buf, size_t size) {
     double wall = (double)((stopped_ns ? stopped_ns : kn_profile_now()) - started_ns) * 1e-6;
     size_t len = 0;
     if (size) buf[0] = '\0';
-    APPEND("%-36s %9s %12s %10s %6s\n", "op", "calls", "total_ms", "mean_us", "share");
+    len = kn_snappend(buf, size, len, "%-36s %9s %12s %10s %6s\n", "op", "calls", "total_ms", "mean_us", "share");
     for (int i = 0; i < n; i++)
-        APPEND("%-36s %9lld %12.3f %10.2f %5.1f%%\n", rows[i].op, (long long)rows[i].calls, rows[i].total_ms,
+        len = kn_snappend(buf, size, len, "%-36s %9lld %12.3f %10.2f %5.1f%%\n", rows[i].op, (long long)rows[i].calls, rows[i].total_ms,
                rows[i].total_ms * 1e3 / (double)rows[i].calls, kernels > 0 ? 100 * rows[i].total_ms / kernels : 0);
-    APPEND("kernels %.3f ms of %.3f ms wall (%.1f%%)\n", kernels, wall, wall > 0 ? 100 * kernels / wall : 0);
+    len = kn_snappend(buf, size, len, "kernels %.3f ms of %.3f ms wall (%.1f%%)\n", kernels, wall, wall > 0 ? 100 * kernels / wall : 0);
     return len;
 }
 
-static void print_at_exit(void) {
-    kn_profile_stop();
+void kn_profile_print(FILE *out, const char *line_prefix) {
     size_t want = kn_profile_report(NULL, 0) + 1;
     char *text = malloc(want);
     if (!text) return;
     kn_profile_report(text, want);
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) fprintf(stderr, "kiln-profile: %s\n", line);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) fprintf(out, "%s%s\n", line_prefix, line);
     free(text);
+}
+
+static void print_at_exit(void) {
+    kn_profile_stop();
+    kn_profile_print(stderr, "kiln-profile: ");
 }
 
 /* KILN_PROFILE=1 profiles from the first op to exit. */

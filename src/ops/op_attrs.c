@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "core/strbuf.h"
 #include "kiln/optable.h"
 #include "ops/op_table.h"
 
@@ -67,29 +68,26 @@ static const char *const type_names[] = {
     [KN_PARAM_DIMS] = "dims", [KN_PARAM_PAIR] = "i64[2]", [KN_PARAM_CUSTOM] = "custom",
 };
 
-/* Appends to buf like snprintf, keeping count of the length wanted. */
-#define APPEND(...) (len += (size_t)snprintf(buf + (len < size ? len : size), len < size ? size - len : 0, __VA_ARGS__))
-
 size_t kn_attrs_format(kn_op_id op, const kn_attrs *a, char *buf, size_t size) {
     size_t len = 0;
     if (size) buf[0] = '\0';
     for (const kn_param *p = kn_op_params(op); p->name; p++) {
         if (!is_attr(p->kind)) continue;
         const char *v = attrs_base(a) + p->offset;
-        APPEND("%s%s=", len ? ", " : "", p->name);
+        len = kn_snappend(buf, size, len, "%s%s=", len ? ", " : "", p->name);
         switch (p->kind) {
-        case KN_PARAM_I64: APPEND("%" PRId64, *(const int64_t *)v); break;
-        case KN_PARAM_F64: APPEND("%g", *(const double *)v); break;
-        case KN_PARAM_BOOL: APPEND("%s", *(const bool *)v ? "true" : "false"); break;
-        case KN_PARAM_PAIR: APPEND("[%" PRId64 ", %" PRId64 "]", ((const int64_t *)v)[0], ((const int64_t *)v)[1]); break;
+        case KN_PARAM_I64: len = kn_snappend(buf, size, len, "%" PRId64, *(const int64_t *)v); break;
+        case KN_PARAM_F64: len = kn_snappend(buf, size, len, "%g", *(const double *)v); break;
+        case KN_PARAM_BOOL: len = kn_snappend(buf, size, len, "%s", *(const bool *)v ? "true" : "false"); break;
+        case KN_PARAM_PAIR: len = kn_snappend(buf, size, len, "[%" PRId64 ", %" PRId64 "]", ((const int64_t *)v)[0], ((const int64_t *)v)[1]); break;
         case KN_PARAM_DIMS: {
             const kn_shape *s = (const kn_shape *)v;
-            APPEND("[");
-            for (int d = 0; d < s->n; d++) APPEND("%s%" PRId64, d ? ", " : "", s->v[d]);
-            APPEND("]");
+            len = kn_snappend(buf, size, len, "[");
+            for (int d = 0; d < s->n; d++) len = kn_snappend(buf, size, len, "%s%" PRId64, d ? ", " : "", s->v[d]);
+            len = kn_snappend(buf, size, len, "]");
             break;
         }
-        default: APPEND("..."); break;
+        default: len = kn_snappend(buf, size, len, "..."); break;
         }
     }
     return len;
@@ -111,17 +109,17 @@ size_t kn_op_signature(int index, char *buf, size_t size) {
     if (size) buf[0] = '\0';
     if (index < 0 || index >= KN_OP_COUNT) return 0;
     kn_op_id op = (kn_op_id)index;
-    APPEND("%s(", kn_op_name(op));
+    len = kn_snappend(buf, size, len, "%s(", kn_op_name(op));
     int n_in = 0, n_attr = 0;
     for (const kn_param *p = kn_op_params(op); p->name; p++) {
         if (!is_attr(p->kind)) {
-            APPEND("%s%s%s", n_in++ ? ", " : "", p->name,
+            len = kn_snappend(buf, size, len, "%s%s%s", n_in++ ? ", " : "", p->name,
                    p->kind == KN_PARAM_OPT ? "?" : p->kind == KN_PARAM_INS ? "..." : "");
         } else {
-            APPEND("%s%s: %s", n_attr++ ? ", " : n_in ? "; " : "", p->name, type_names[p->kind]);
+            len = kn_snappend(buf, size, len, "%s%s: %s", n_attr++ ? ", " : n_in ? "; " : "", p->name, type_names[p->kind]);
         }
     }
-    APPEND(")");
+    len = kn_snappend(buf, size, len, ")");
     return len;
 }
 

@@ -128,17 +128,6 @@ static int end_of_run(const train_options *o, const train_job *job) {
 
 /* The most the device's tensors held at once since the last call (the step's peak); the
  * peak then restarts from what is held now. */
-/* --profile: the kernel table of the profiled steps. */
-static void print_profile(void) {
-    kn_profile_stop();
-    size_t want = kn_profile_report(NULL, 0) + 1;
-    char *text = malloc(want);
-    if (!text) return;
-    kn_profile_report(text, want);
-    fprintf(stderr, "kiln train: kernel time per op over the profiled steps\n%s", text);
-    free(text);
-}
-
 static double step_peak_mib(void) {
     kn_memory_stats ms;
     if (kn_memory_stats_get(kn_default_device(), &ms) != KN_OK) return 0; /* not reached: the device ran the step */
@@ -219,7 +208,11 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
             break;
         }
     }
-    if (o->profile) print_profile();
+    if (o->profile) {
+        kn_profile_stop();
+        fprintf(stderr, "kiln train: kernel time per op over the profiled steps\n");
+        kn_profile_print(stderr, "");
+    }
 done:
     if (final_loss) *final_loss = loss;
     if (train_log_close(log, o->log_path) != KN_OK && rc == 0) rc = fail("--log");
