@@ -31,14 +31,16 @@ int kiln_cmd_info(int argc, char **argv) {
         printf("oneDNN:        ON (effective ISA %s, AMX permission %s)\n", kn_gemm_onednn_isa(), kn_gemm_onednn_amx());
     else
         printf("oneDNN:        OFF (not built in)\n");
-    printf("matmul:       ");
     const kn_dtype dts[] = {KN_F32, KN_F64, KN_BF16, KN_F16};
-    for (int i = 0; i < 4; i++) {
-        kn_gemm_provider p;
-        if (kn_gemm_choice(dts[i], &p) != KN_OK) break;
-        printf(" %s %s%s", kn_dtype_name(dts[i]), kn_gemm_provider_name(p), i < 3 ? "," : "");
-    }
-    printf(" (KILN_GEMM forces one)\n");
+    kn_gemm_provider chosen[4];
+    bool chose = true;
+    for (int i = 0; i < 4 && chose; i++) chose = kn_gemm_choice(dts[i], &chosen[i]) == KN_OK;
+    if (chose)
+        printf("matmul:        f32 %s, f64 %s, bf16 %s, f16 %s (KILN_GEMM forces one)\n",
+               kn_gemm_provider_name(chosen[0]), kn_gemm_provider_name(chosen[1]), kn_gemm_provider_name(chosen[2]),
+               kn_gemm_provider_name(chosen[3]));
+    else
+        printf("matmul:        %s\n", kn_last_error());
     printf("threads:       %d\n", kn_get_num_threads());
     printf("mode:          %s\n", kn_mode_name(kn_get_mode()));
     const char *shadow = kn_get_shadow();
