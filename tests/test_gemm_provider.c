@@ -2,7 +2,7 @@
  * f32 over plain, batched, transposed (strided), K=1 and empty products; bf16 and f16 through
  * every provider against a float64 reference; KILN_GEMM forcing each provider (the counters
  * prove which ran), refusing an unknown name, and falling back for a dtype the forced one lacks;
- * oneDNN's ISA on a CPU with AMX. Shapes keep off the decode path (k_linalg_skinny.c), which
+ * the defaults, measured for 16-bit dtypes; oneDNN's ISA on a CPU with AMX. Shapes keep off the decode path (k_linalg_skinny.c), which
  * stays outside the table. oneDNN cases print a skip message in a build without it. */
 #define _GNU_SOURCE /* setenv */
 #include <stdlib.h>
@@ -207,6 +207,37 @@ static void test_forcing(void) {
     kn_scope_pop();
 }
 
+/* The defaults: openblas for f32 and f64 without a measurement; for a 16-bit dtype oneDNN has,
+ * the provider the first-use measurement found faster, timed once and then kept. */
+static void test_measured_default(void) {
+    force(NULL);
+    kn_gemm_provider p;
+    double secs[KN_GEMM_PROVIDER_COUNT];
+    const kn_dtype plain[] = {KN_F32, KN_F64};
+    for (int i = 0; i < 2; i++) {
+        CHECK(kn_gemm_choice(plain[i], &p) == KN_OK && p == KN_GEMM_OPENBLAS);
+        CHECK(!kn_gemm_measured(plain[i], secs));
+    }
+    const kn_dtype halves[] = {KN_BF16, KN_F16};
+    for (int i = 0; i < 2; i++) {
+        kn_dtype dt = halves[i];
+        CHECK(kn_gemm_choice(dt, &p) == KN_OK);
+        if (!have_onednn(dt, "measured default")) {
+            CHECK(p == KN_GEMM_OPENBLAS && !kn_gemm_measured(dt, secs));
+            continue;
+        }
+        CHECK(kn_gemm_measured(dt, secs));
+        CHECK(secs[KN_GEMM_OPENBLAS] > 0 && secs[KN_GEMM_ONEDNN] > 0);
+        CHECK(p == (secs[KN_GEMM_ONEDNN] < secs[KN_GEMM_OPENBLAS] ? KN_GEMM_ONEDNN : KN_GEMM_OPENBLAS));
+        printf("  %s: openblas %.3f ms, onednn %.3f ms -> %s\n", kn_dtype_name(dt), 1e3 * secs[KN_GEMM_OPENBLAS],
+               1e3 * secs[KN_GEMM_ONEDNN], kn_gemm_provider_name(p));
+        kn_gemm_provider again;
+        CHECK(kn_gemm_choice(dt, &again) == KN_OK && again == p);
+        double secs2[KN_GEMM_PROVIDER_COUNT];
+        CHECK(kn_gemm_measured(dt, secs2) && secs2[KN_GEMM_ONEDNN] == secs[KN_GEMM_ONEDNN]);
+    }
+}
+
 /* On a CPU with AMX for bf16, oneDNN dispatches to AMX (kiln asked the kernel for it). */
 static void test_amx_isa(void) {
     if (!file_contains("/proc/cpuinfo", "amx_bf16")) {
@@ -223,6 +254,7 @@ int main(void) {
     RUN(test_onednn_batch_layouts);
     RUN(test_half_providers);
     RUN(test_forcing);
+    RUN(test_measured_default);
     RUN(test_amx_isa);
     return test_summary();
 }

@@ -41,6 +41,12 @@ int kiln_cmd_info(int argc, char **argv) {
                kn_gemm_provider_name(chosen[3]));
     else
         printf("matmul:        %s\n", kn_last_error());
+    for (int i = 2; i < 4 && chose; i++) {
+        double secs[KN_GEMM_PROVIDER_COUNT];
+        if (kn_gemm_measured(dts[i], secs))
+            printf("  %-4s measured at first use: openblas %.3f ms, onednn %.3f ms\n", kn_dtype_name(dts[i]),
+                   1e3 * secs[KN_GEMM_OPENBLAS], 1e3 * secs[KN_GEMM_ONEDNN]);
+    }
     printf("threads:       %d\n", kn_get_num_threads());
     printf("mode:          %s\n", kn_mode_name(kn_get_mode()));
     const char *shadow = kn_get_shadow();

@@ -164,8 +164,8 @@ static bool matmul_half_weight(kn_dtype dt, const kn_tensor *a, const uint16_t *
 }
 
 /* 16-bit floats: widen both operands to contiguous f32, multiply, narrow the result. */
-static kn_status matmul_half(kn_node *n, int64_t batches, int64_t M, int64_t N, int64_t K) {
-    kn_tensor *a = n->in[0], *b = n->in[1], *out = n->out[0];
+static kn_status matmul_half(kn_tensor *a, kn_tensor *b, kn_tensor *out, int64_t batches, int64_t M, int64_t N,
+                             int64_t K) {
     kn_device dev = out->storage->device;
     kn_tensor *wa = kn_tensor_alloc("matmul", KN_F32, a->shape, a->ndim, dev);
     kn_tensor *wb = wa ? kn_tensor_alloc("matmul", KN_F32, b->shape, b->ndim, dev) : NULL;
@@ -209,9 +209,8 @@ static kn_status matmul_half(kn_node *n, int64_t batches, int64_t M, int64_t N, 
 MATMUL_INT(i32, int32_t)
 MATMUL_INT(i64, int64_t)
 
-/* The openblas provider: f32/f64 straight to BLAS, 16-bit floats widened to f32. */
-static kn_status matmul_openblas(kn_node *n, int64_t batches, int64_t M, int64_t N, int64_t K) {
-    kn_tensor *a = n->in[0], *b = n->in[1], *out = n->out[0];
+kn_status kn_gemm_openblas(kn_tensor *a, kn_tensor *b, kn_tensor *out, int64_t batches, int64_t M, int64_t N,
+                           int64_t K) {
     const int nd = out->ndim;
     bool ok;
     switch (out->dtype) {
@@ -223,7 +222,7 @@ static kn_status matmul_openblas(kn_node *n, int64_t batches, int64_t M, int64_t
         break;
     default:
         if (!(batches == 1 && nd == 2 && b->stride[0] == 1 && b->stride[1] >= K))
-            return matmul_half(n, batches, M, N, K);
+            return matmul_half(a, b, out, batches, M, N, K);
         if (!matmul_half_weight(out->dtype, a, kn_tensor_data(b), b->stride[1], kn_tensor_data(out), M, N, K))
             return kn_error(KN_ERR_OOM, "matmul: out of memory widening an operand");
         return KN_OK;
@@ -236,7 +235,7 @@ static kn_status matmul_openblas(kn_node *n, int64_t batches, int64_t M, int64_t
 static kn_status matmul_float(kn_node *n, int64_t batches, int64_t M, int64_t N, int64_t K) {
     kn_tensor *a = n->in[0], *b = n->in[1], *out = n->out[0];
     kn_gemm_provider p;
-    kn_status st = kn_gemm_select(out->dtype, &p);
+    kn_status st = kn_gemm_select(out->dtype, out->storage->device, &p);
     if (st != KN_OK) return st;
     if (p == KN_GEMM_REF) {
         kn_gemm_ref(a, b, out, batches, M, N, K);
@@ -247,7 +246,7 @@ static kn_status matmul_float(kn_node *n, int64_t batches, int64_t M, int64_t N,
         if (st != KN_ERR_UNSUPPORTED) return st;
         kn_gemm_count_fallback(out->dtype);
     }
-    return matmul_openblas(n, batches, M, N, K);
+    return kn_gemm_openblas(a, b, out, batches, M, N, K);
 }
 
 static kn_status matmul_kernel(kn_node *n) {
