@@ -29,6 +29,10 @@ else
     || fail "ops --json gives each op's signature"
 fi
 "$kiln" info | grep -q 'threads:' || fail "info"
+# The matmul provider per dtype, as forced; an unknown provider is an error that names it.
+KILN_GEMM=ref "$kiln" info | grep -q '^matmul: *f32 ref, f64 ref, bf16 ref, f16 ref' || fail "info prints the provider"
+KILN_GEMM=blis "$kiln" info 2>&1 >/dev/null | grep -q 'KILN_GEMM=blis names no matmul provider' \
+  || fail "info reports an unknown KILN_GEMM"
 "$kiln" cache stats | grep -q "^entries:" || fail "cache stats"
 "$kiln" help | grep -q 'KILN_MODE (strict, debug, fused)' || fail "help lists every mode"
 # Every command answers --help with its usage on stdout and exit 0, and does nothing else.

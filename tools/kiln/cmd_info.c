@@ -1,7 +1,9 @@
 /* `kiln info`: how this kiln was built and what it finds on this machine. */
 #include <cblas.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "backends/cpu/gemm_provider.h"
 #include "commands.h"
 #include "kiln/kiln.h"
 #include "kiln_build_config.h"
@@ -11,9 +13,10 @@ int kiln_cmd_info(int argc, char **argv) {
         bool help = kiln_wants_help(argc, argv);
         fprintf(help ? stdout : stderr,
                 "usage: kiln info\n"
-                "  how this kiln was built (compiler, sanitizers, CUDA, MPI, NCCL, BLAS) and what it finds: threads,\n"
+                "  how this kiln was built (compiler, sanitizers, CUDA, MPI, NCCL, BLAS, oneDNN) and what it\n"
+                "  finds: the matmul provider per dtype (and oneDNN's effective ISA), threads,\n"
                 "  mode, shadow, default device, devices. It takes no options; the environment sets what it reports\n"
-                "  (KILN_THREADS, KILN_MODE, KILN_SHADOW, KILN_DEVICE; kiln help lists them).\n");
+                "  (KILN_THREADS, KILN_MODE, KILN_SHADOW, KILN_DEVICE, KILN_GEMM; kiln help lists them).\n");
         return help ? 0 : 2;
     }
     printf("kiln %s (%s build, %s)\n", kn_version(), KILN_BUILD_TYPE, KILN_BUILD_DATE);
@@ -24,6 +27,26 @@ int kiln_cmd_info(int argc, char **argv) {
     printf("MPI:           %s\n", KILN_BUILD_MPI);
     printf("NCCL:          %s\n", KILN_BUILD_NCCL);
     printf("BLAS:          %s\n", openblas_get_config());
+    if (strcmp(KILN_BUILD_ONEDNN, "ON") == 0)
+        printf("oneDNN:        ON (effective ISA %s, AMX permission %s)\n", kn_gemm_onednn_isa(), kn_gemm_onednn_amx());
+    else
+        printf("oneDNN:        OFF (not built in)\n");
+    const kn_dtype dts[] = {KN_F32, KN_F64, KN_BF16, KN_F16};
+    kn_gemm_provider chosen[4];
+    bool chose = true;
+    for (int i = 0; i < 4 && chose; i++) chose = kn_gemm_choice(dts[i], &chosen[i]) == KN_OK;
+    if (chose)
+        printf("matmul:        f32 %s, f64 %s, bf16 %s, f16 %s (KILN_GEMM forces one)\n",
+               kn_gemm_provider_name(chosen[0]), kn_gemm_provider_name(chosen[1]), kn_gemm_provider_name(chosen[2]),
+               kn_gemm_provider_name(chosen[3]));
+    else
+        printf("matmul:        %s\n", kn_last_error());
+    for (int i = 2; i < 4 && chose; i++) {
+        double secs[KN_GEMM_PROVIDER_COUNT];
+        if (kn_gemm_measured(dts[i], secs))
+            printf("  %-4s measured at first use: openblas %.3f ms, onednn %.3f ms\n", kn_dtype_name(dts[i]),
+                   1e3 * secs[KN_GEMM_OPENBLAS], 1e3 * secs[KN_GEMM_ONEDNN]);
+    }
     printf("threads:       %d\n", kn_get_num_threads());
     printf("mode:          %s\n", kn_mode_name(kn_get_mode()));
     const char *shadow = kn_get_shadow();

@@ -1,4 +1,5 @@
-/* CPU matmul through OpenBLAS: strided operands go to BLAS as they are when one of their
+/* CPU matmul. Float products go to the provider gemm_provider.h chooses; this file is the
+ * openblas provider: strided operands go to BLAS as they are when one of their
  * last two strides is 1, single rows use GEMV (no packing), 16-bit floats are widened to f32,
  * integers use a plain loop. A few rows times a weight stored [N, K] (decode) go to
  * k_linalg_skinny.c instead, in f32 and 16-bit floats alike. */
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/gemm_provider.h"
 #include "backends/cpu/k_linalg_skinny.h"
 #include "core/error.h"
 
@@ -38,16 +40,6 @@ static void set_blas_threads(int n) {
         openblas_set_num_threads(n);
         blas_threads_set = n;
     }
-}
-
-/* Batch offsets of the b-th matrix of a [..., R, C] operand, in elements. */
-static int64_t batch_offset(const kn_tensor *t, int64_t b) {
-    int64_t off = 0;
-    for (int d = t->ndim - 3; d >= 0; d--) {
-        off += (b % t->shape[d]) * t->stride[d];
-        b /= t->shape[d];
-    }
-    return off;
 }
 
 #define GEMM_FLOAT(SUF, T, gemm, gemv)                                                                    \
@@ -116,14 +108,14 @@ GEMM_FLOAT(f64, double, cblas_dgemm, cblas_dgemv)
             set_blas_threads(1);                                                                      \
             _Pragma("omp parallel for num_threads(threads) schedule(static) reduction(& : ok)")       \
             for (int64_t bi = 0; bi < batches; bi++)                                                  \
-                ok &= matmul_one_##SUF(a0 + batch_offset(A, bi), ars, acs, b0 + batch_offset(B, bi), brs, \
-                                       bcs, c0 + bi * M * N, M, N, K);                                \
+                ok &= matmul_one_##SUF(a0 + kn_gemm_batch_offset(A, bi), ars, acs,                    \
+                                       b0 + kn_gemm_batch_offset(B, bi), brs, bcs, c0 + bi * M * N, M, N, K);\
             return ok;                                                                                \
         }                                                                                             \
         set_blas_threads(flops < 2e5 ? 1 : threads);                                                  \
         for (int64_t bi = 0; bi < batches && ok; bi++)                                                \
-            ok = matmul_one_##SUF(a0 + batch_offset(A, bi), ars, acs, b0 + batch_offset(B, bi), brs, bcs, \
-                                  c0 + bi * M * N, M, N, K);                                          \
+            ok = matmul_one_##SUF(a0 + kn_gemm_batch_offset(A, bi), ars, acs, b0 + kn_gemm_batch_offset(B, bi),\
+                                  brs, bcs, c0 + bi * M * N, M, N, K);                                \
         return ok;                                                                                    \
     }
 MATMUL_BATCHES(f32, float)
@@ -172,8 +164,8 @@ static bool matmul_half_weight(kn_dtype dt, const kn_tensor *a, const uint16_t *
 }
 
 /* 16-bit floats: widen both operands to contiguous f32, multiply, narrow the result. */
-static kn_status matmul_half(kn_node *n, int64_t batches, int64_t M, int64_t N, int64_t K) {
-    kn_tensor *a = n->in[0], *b = n->in[1], *out = n->out[0];
+static kn_status matmul_half(kn_tensor *a, kn_tensor *b, kn_tensor *out, int64_t batches, int64_t M, int64_t N,
+                             int64_t K) {
     kn_device dev = out->storage->device;
     kn_tensor *wa = kn_tensor_alloc("matmul", KN_F32, a->shape, a->ndim, dev);
     kn_tensor *wb = wa ? kn_tensor_alloc("matmul", KN_F32, b->shape, b->ndim, dev) : NULL;
@@ -204,7 +196,8 @@ static kn_status matmul_half(kn_node *n, int64_t batches, int64_t M, int64_t N, 
         _Pragma("omp parallel for num_threads(kn_cpu_threads_for(batches * M * N * K)) collapse(2)") \
         for (int64_t bi = 0; bi < batches; bi++)                                                     \
             for (int64_t i = 0; i < M; i++) {                                                        \
-                const T *a = a0 + batch_offset(A, bi) + i * ars, *b = b0 + batch_offset(B, bi);      \
+                const T *a = a0 + kn_gemm_batch_offset(A, bi) + i * ars;                              \
+                const T *b = b0 + kn_gemm_batch_offset(B, bi);                                        \
                 for (int64_t j = 0; j < N; j++) {                                                    \
                     T acc = 0;                                                                       \
                     for (int64_t k = 0; k < K; k++)                                                  \
@@ -215,6 +208,46 @@ static kn_status matmul_half(kn_node *n, int64_t batches, int64_t M, int64_t N, 
     }
 MATMUL_INT(i32, int32_t)
 MATMUL_INT(i64, int64_t)
+
+kn_status kn_gemm_openblas(kn_tensor *a, kn_tensor *b, kn_tensor *out, int64_t batches, int64_t M, int64_t N,
+                           int64_t K) {
+    const int nd = out->ndim;
+    bool ok;
+    switch (out->dtype) {
+    case KN_F32:
+        ok = matmul_batches_f32(a, kn_tensor_data(a), b, kn_tensor_data(b), kn_tensor_data(out), batches, M, N, K);
+        break;
+    case KN_F64:
+        ok = matmul_batches_f64(a, kn_tensor_data(a), b, kn_tensor_data(b), kn_tensor_data(out), batches, M, N, K);
+        break;
+    default:
+        if (!(batches == 1 && nd == 2 && b->stride[0] == 1 && b->stride[1] >= K))
+            return matmul_half(a, b, out, batches, M, N, K);
+        if (!matmul_half_weight(out->dtype, a, kn_tensor_data(b), b->stride[1], kn_tensor_data(out), M, N, K))
+            return kn_error(KN_ERR_OOM, "matmul: out of memory widening an operand");
+        return KN_OK;
+    }
+    return ok ? KN_OK : kn_error(KN_ERR_OOM, "matmul: out of memory gathering an operand");
+}
+
+/* A float product on the provider chosen for its dtype; one that oneDNN turns down (a layout
+ * it cannot take) runs on openblas and counts a fallback. */
+static kn_status matmul_float(kn_node *n, int64_t batches, int64_t M, int64_t N, int64_t K) {
+    kn_tensor *a = n->in[0], *b = n->in[1], *out = n->out[0];
+    kn_gemm_provider p;
+    kn_status st = kn_gemm_select(out->dtype, out->storage->device, &p);
+    if (st != KN_OK) return st;
+    if (p == KN_GEMM_REF) {
+        kn_gemm_ref(a, b, out, batches, M, N, K);
+        return KN_OK;
+    }
+    if (p == KN_GEMM_ONEDNN) {
+        st = kn_gemm_onednn(a, b, out, batches, M, N, K);
+        if (st != KN_ERR_UNSUPPORTED) return st;
+        kn_gemm_count_fallback(out->dtype);
+    }
+    return kn_gemm_openblas(a, b, out, batches, M, N, K);
+}
 
 static kn_status matmul_kernel(kn_node *n) {
     kn_tensor *a = n->in[0], *b = n->in[1], *out = n->out[0];
@@ -235,21 +268,9 @@ static kn_status matmul_kernel(kn_node *n) {
     }
     switch (out->dtype) {
     case KN_F32:
-        if (matmul_batches_f32(a, kn_tensor_data(a), b, kn_tensor_data(b), kn_tensor_data(out), batches, M, N, K))
-            return KN_OK;
-        return kn_error(KN_ERR_OOM, "matmul: out of memory gathering an operand");
     case KN_F64:
-        if (matmul_batches_f64(a, kn_tensor_data(a), b, kn_tensor_data(b), kn_tensor_data(out), batches, M, N, K))
-            return KN_OK;
-        return kn_error(KN_ERR_OOM, "matmul: out of memory gathering an operand");
     case KN_F16:
-    case KN_BF16:
-        if (batches == 1 && nd == 2 && b->stride[0] == 1 && b->stride[1] >= K) {
-            if (!matmul_half_weight(out->dtype, a, kn_tensor_data(b), b->stride[1], kn_tensor_data(out), M, N, K))
-                return kn_error(KN_ERR_OOM, "matmul: out of memory widening an operand");
-            return KN_OK;
-        }
-        return matmul_half(n, batches, M, N, K);
+    case KN_BF16: return matmul_float(n, batches, M, N, K);
     case KN_I32: matmul_int_i32(n, batches, M, N, K); return KN_OK;
     case KN_I64: matmul_int_i64(n, batches, M, N, K); return KN_OK;
     default: return kn_error(KN_ERR_DTYPE, "matmul: no CPU kernel for %s", kn_dtype_name(out->dtype));

@@ -1,0 +1,199 @@
+/* The matmul provider table: KILN_GEMM, the fixed defaults per dtype, the counters, and the
+ * reference loop. */
+#include "backends/cpu/gemm_provider.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "core/error.h"
+#include "core/tensor_impl.h"
+
+static const char *const provider_names[KN_GEMM_PROVIDER_COUNT] = {"openblas", "onednn", "ref"};
+
+const char *kn_gemm_provider_name(kn_gemm_provider p) {
+    return p >= 0 && p < KN_GEMM_PROVIDER_COUNT ? provider_names[p] : "?";
+}
+
+/* KILN_GEMM as read: FORCED_UNREAD until first use, FORCED_NONE when unset or empty,
+ * FORCED_BAD for a value that names no provider, else the provider. */
+enum { FORCED_UNREAD = -3, FORCED_BAD = -2, FORCED_NONE = -1 };
+static int forced = FORCED_UNREAD;
+
+static int read_forced(void) {
+    int f = __atomic_load_n(&forced, __ATOMIC_ACQUIRE);
+    if (f != FORCED_UNREAD) return f;
+    const char *env = getenv("KILN_GEMM");
+    f = env && *env ? FORCED_BAD : FORCED_NONE;
+    for (int p = 0; env && p < KN_GEMM_PROVIDER_COUNT; p++)
+        if (strcmp(env, provider_names[p]) == 0) f = p;
+    __atomic_store_n(&forced, f, __ATOMIC_RELEASE);
+    return f;
+}
+
+void kn_gemm_reload(void) { __atomic_store_n(&forced, FORCED_UNREAD, __ATOMIC_RELEASE); }
+
+bool kn_gemm_has(kn_gemm_provider p, kn_dtype dt) {
+    if (!kn_dtype_is_float(dt)) return false;
+    return p == KN_GEMM_ONEDNN ? kn_gemm_onednn_has(dt) : p == KN_GEMM_OPENBLAS || p == KN_GEMM_REF;
+}
+
+/* Measured defaults of the 16-bit dtypes: the provider + 1, 0 until measured. */
+static int measured[KN_DTYPE_COUNT];
+static double measured_seconds[KN_DTYPE_COUNT][KN_GEMM_PROVIDER_COUNT];
+static pthread_mutex_t measure_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The best of two runs after one that warms up (oneDNN compiles its kernel there); INFINITY
+ * when the provider fails or turns the product down. */
+static double time_product(kn_gemm_provider p, kn_tensor *a, kn_tensor *b, kn_tensor *c, int64_t M, int64_t N,
+                           int64_t K) {
+    double best = INFINITY;
+    for (int r = 0; r < 3; r++) {
+        double t0 = now();
+        kn_status st = p == KN_GEMM_ONEDNN ? kn_gemm_onednn(a, b, c, 1, M, N, K) : kn_gemm_openblas(a, b, c, 1, M, N, K);
+        double t = now() - t0;
+        if (st != KN_OK) return INFINITY;
+        if (r > 0 && t < best) best = t;
+    }
+    return best;
+}
+
+/* Times a [64, 512] x [512, 512] product, the weight used transposed as linear layers store it
+ * (about 34 MFLOP: a fraction of a millisecond per run on one core), on each candidate. */
+static kn_gemm_provider measure(kn_dtype dt, kn_device dev) {
+    enum { M = 64, N = 512, K = 512 };
+    kn_tensor *a = kn_tensor_alloc("matmul probe", dt, (const int64_t[]){M, K}, 2, dev);
+    kn_tensor *w = a ? kn_tensor_alloc("matmul probe", dt, (const int64_t[]){N, K}, 2, dev) : NULL;
+    kn_tensor *c = w ? kn_tensor_alloc("matmul probe", dt, (const int64_t[]){M, N}, 2, dev) : NULL;
+    kn_gemm_provider best = KN_GEMM_OPENBLAS;
+    if (c) {
+        /* Small finite values in both 16-bit formats (0x3c3c: 0.0115 in bf16, 1.06 in f16). */
+        memset(kn_tensor_data(a), 0x3c, sizeof(uint16_t) * M * K);
+        memset(kn_tensor_data(w), 0x3c, sizeof(uint16_t) * N * K);
+        kn_storage_retain(w->storage); /* the view takes this reference over */
+        kn_tensor *wt = kn_tensor_wrap(w->storage, dt, (const int64_t[]){K, N}, 2, (const int64_t[]){1, K}, 0);
+        if (wt) {
+            const kn_gemm_provider cand[2] = {KN_GEMM_OPENBLAS, KN_GEMM_ONEDNN};
+            double t[2];
+            for (int i = 0; i < 2; i++) t[i] = measured_seconds[dt][cand[i]] = time_product(cand[i], a, wt, c, M, N, K);
+            best = t[1] < t[0] ? KN_GEMM_ONEDNN : KN_GEMM_OPENBLAS;
+            kn_tensor_decref(wt);
+        }
+    }
+    kn_tensor_decref(a);
+    kn_tensor_decref(w);
+    kn_tensor_decref(c);
+    if (!c) kn_clear_error(); /* a probe that could not allocate leaves openblas, and no error to the op */
+    return best;
+}
+
+/* openblas for f32 and f64; the measured faster one for a 16-bit dtype oneDNN has. */
+static kn_gemm_provider default_for(kn_dtype dt, kn_device dev) {
+    if ((dt != KN_BF16 && dt != KN_F16) || !kn_gemm_onednn_has(dt)) return KN_GEMM_OPENBLAS;
+    int m = __atomic_load_n(&measured[dt], __ATOMIC_ACQUIRE);
+    if (m) return (kn_gemm_provider)(m - 1);
+    pthread_mutex_lock(&measure_lock);
+    if (!(m = measured[dt])) {
+        m = (int)measure(dt, dev) + 1;
+        __atomic_store_n(&measured[dt], m, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&measure_lock);
+    return (kn_gemm_provider)(m - 1);
+}
+
+bool kn_gemm_measured(kn_dtype dt, double seconds[KN_GEMM_PROVIDER_COUNT]) {
+    pthread_mutex_lock(&measure_lock);
+    bool ran = measured[dt] != 0;
+    for (int p = 0; p < KN_GEMM_PROVIDER_COUNT; p++) seconds[p] = ran ? measured_seconds[dt][p] : 0;
+    pthread_mutex_unlock(&measure_lock);
+    return ran;
+}
+
+static kn_gemm_counts counts;
+
+static kn_status choose(kn_dtype dt, kn_device dev, kn_gemm_provider *out, bool *fell_back) {
+    int f = read_forced();
+    *fell_back = false;
+    if (f == FORCED_BAD)
+        return kn_error(KN_ERR_ARG, "KILN_GEMM=%s names no matmul provider (openblas, onednn or ref)",
+                        getenv("KILN_GEMM") ? getenv("KILN_GEMM") : "");
+    *fell_back = f != FORCED_NONE && !kn_gemm_has((kn_gemm_provider)f, dt);
+    *out = f != FORCED_NONE && !*fell_back ? (kn_gemm_provider)f : default_for(dt, dev);
+    return KN_OK;
+}
+
+kn_status kn_gemm_choice(kn_dtype dt, kn_gemm_provider *out) {
+    bool fell_back;
+    return choose(dt, KN_CPU, out, &fell_back);
+}
+
+kn_status kn_gemm_select(kn_dtype dt, kn_device dev, kn_gemm_provider *out) {
+    bool fell_back;
+    kn_status st = choose(dt, dev, out, &fell_back);
+    if (st != KN_OK) return st;
+    __atomic_fetch_add(&counts.selected[*out][dt], 1, __ATOMIC_RELAXED);
+    if (fell_back) kn_gemm_count_fallback(dt);
+    return KN_OK;
+}
+
+void kn_gemm_count_fallback(kn_dtype dt) { __atomic_fetch_add(&counts.fallbacks[dt], 1, __ATOMIC_RELAXED); }
+
+void kn_gemm_counts_get(kn_gemm_counts *out) {
+    for (int p = 0; p < KN_GEMM_PROVIDER_COUNT; p++)
+        for (int d = 0; d < KN_DTYPE_COUNT; d++)
+            out->selected[p][d] = __atomic_load_n(&counts.selected[p][d], __ATOMIC_RELAXED);
+    for (int d = 0; d < KN_DTYPE_COUNT; d++)
+        out->fallbacks[d] = __atomic_load_n(&counts.fallbacks[d], __ATOMIC_RELAXED);
+}
+
+void kn_gemm_counts_reset(void) {
+    for (int p = 0; p < KN_GEMM_PROVIDER_COUNT; p++)
+        for (int d = 0; d < KN_DTYPE_COUNT; d++) __atomic_store_n(&counts.selected[p][d], 0, __ATOMIC_RELAXED);
+    for (int d = 0; d < KN_DTYPE_COUNT; d++) __atomic_store_n(&counts.fallbacks[d], 0, __ATOMIC_RELAXED);
+}
+
+int64_t kn_gemm_batch_offset(const kn_tensor *t, int64_t bi) {
+    int64_t off = 0;
+    for (int d = t->ndim - 3; d >= 0; d--) {
+        off += (bi % t->shape[d]) * t->stride[d];
+        bi /= t->shape[d];
+    }
+    return off;
+}
+
+static double load(const char *base, kn_dtype dt, int64_t i) {
+    switch (dt) {
+    case KN_F32: return ((const float *)base)[i];
+    case KN_F64: return ((const double *)base)[i];
+    case KN_F16: return kn_half_to_f32_f16(((const uint16_t *)base)[i]);
+    default: return kn_half_to_f32_bf16(((const uint16_t *)base)[i]);
+    }
+}
+
+void kn_gemm_ref(const kn_tensor *a, const kn_tensor *b, kn_tensor *out, int64_t batches, int64_t M, int64_t N,
+                 int64_t K) {
+    const int nd = out->ndim;
+    const int64_t ars = a->stride[nd - 2], acs = a->stride[nd - 1], brs = b->stride[nd - 2], bcs = b->stride[nd - 1];
+    const char *a0 = kn_tensor_data(a), *b0 = kn_tensor_data(b);
+    void *c = kn_tensor_data(out);
+    const kn_dtype dt = out->dtype;
+    for (int64_t bi = 0; bi < batches; bi++) {
+        const int64_t ao = kn_gemm_batch_offset(a, bi), bo = kn_gemm_batch_offset(b, bi);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; k++)
+                    acc += load(a0, dt, ao + i * ars + k * acs) * load(b0, dt, bo + k * brs + j * bcs);
+                kn_cpu_store_f64(c, dt, (bi * M + i) * N + j, acc);
+            }
+    }
+}

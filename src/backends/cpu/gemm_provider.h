@@ -1,0 +1,80 @@
+/* Which library runs a float matrix product of the cpu backend, per dtype: openblas (f32/f64
+ * directly, 16-bit floats widened to f32; k_linalg.c), onednn (f32, bf16 and f16 where this
+ * oneDNN has them; gemm_onednn.c) or ref (a plain loop with float64 accumulation, for checks).
+ * KILN_GEMM=openblas|onednn|ref forces one for every dtype it has; a dtype it lacks takes the
+ * default and counts a fallback. The default (docs/decisions.md, "oneDNN as a matmul provider"):
+ * openblas for f32 and f64 (f32 results stay as they were); for bf16 and f16, when oneDNN has
+ * the dtype, the faster of openblas and onednn on one representative product timed at the
+ * dtype's first use (about a millisecond, once per process). The decode path
+ * (k_linalg_skinny.c) and integer products stay outside. */
+#ifndef KILN_BACKENDS_CPU_GEMM_PROVIDER_H
+#define KILN_BACKENDS_CPU_GEMM_PROVIDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/runtime_impl.h"
+
+typedef enum kn_gemm_provider {
+    KN_GEMM_OPENBLAS,
+    KN_GEMM_ONEDNN,
+    KN_GEMM_REF,
+    KN_GEMM_PROVIDER_COUNT
+} kn_gemm_provider;
+
+const char *kn_gemm_provider_name(kn_gemm_provider p);
+
+/* The provider for a product of dtype dt (a float dtype) on device dev: the forced one if it
+ * has dt, else the default (measured on dev at dt's first use). Counts the selection, and a
+ * fallback when the forced one lacks dt. An unknown KILN_GEMM is KN_ERR_ARG naming the value
+ * and the choices. */
+kn_status kn_gemm_select(kn_dtype dt, kn_device dev, kn_gemm_provider *out);
+/* The provider a product of dt would get now (measuring on the cpu device if it has to),
+ * without counting (kiln info, tests). */
+kn_status kn_gemm_choice(kn_dtype dt, kn_gemm_provider *out);
+/* The product that measured dt's default: its time in seconds per provider (0: not timed),
+ * and whether a measurement ran. */
+bool kn_gemm_measured(kn_dtype dt, double seconds[KN_GEMM_PROVIDER_COUNT]);
+/* Counts a fallback of a product the chosen provider turned down at run time (a layout it
+ * cannot take); the product then runs on openblas. */
+void kn_gemm_count_fallback(kn_dtype dt);
+
+/* Selections per provider and dtype, and fallbacks per dtype, since start or the last reset. */
+typedef struct kn_gemm_counts {
+    int64_t selected[KN_GEMM_PROVIDER_COUNT][KN_DTYPE_COUNT];
+    int64_t fallbacks[KN_DTYPE_COUNT];
+} kn_gemm_counts;
+void kn_gemm_counts_get(kn_gemm_counts *out);
+void kn_gemm_counts_reset(void);
+/* Reads KILN_GEMM again (it is read once, at first use; tests change it). */
+void kn_gemm_reload(void);
+
+/* Whether the provider can run products of dt in this build on this CPU. */
+bool kn_gemm_has(kn_gemm_provider p, kn_dtype dt);
+
+/* The openblas provider (k_linalg.c): a and b have out's rank; out is contiguous. */
+kn_status kn_gemm_openblas(kn_tensor *a, kn_tensor *b, kn_tensor *out, int64_t batches, int64_t M, int64_t N,
+                           int64_t K);
+
+/* The plain loop: C[b] = A[b] B[b] with float64 sums, any float dtype, any strides. a and b
+ * have out's rank; out is contiguous. */
+void kn_gemm_ref(const kn_tensor *a, const kn_tensor *b, kn_tensor *out, int64_t batches, int64_t M, int64_t N,
+                 int64_t K);
+
+/* oneDNN's matmul primitive (f32 accumulation, output in out's dtype). KN_OK when it ran;
+ * KN_ERR_UNSUPPORTED when oneDNN turns the layout down (the caller falls back); other errors
+ * as they come. Without oneDNN in the build: always KN_ERR_UNSUPPORTED. */
+kn_status kn_gemm_onednn(const kn_tensor *a, const kn_tensor *b, kn_tensor *out, int64_t batches, int64_t M,
+                         int64_t N, int64_t K);
+/* Whether oneDNN is built in and has dt (a small primitive is created once per dtype to see). */
+bool kn_gemm_onednn_has(kn_dtype dt);
+/* The ISA oneDNN dispatches to ("avx512_core_amx", ...), or "not built in". */
+const char *kn_gemm_onednn_isa(void);
+/* What became of the AMX permission request: "granted", "not needed (no AMX)", or the refusal
+ * with its errno. */
+const char *kn_gemm_onednn_amx(void);
+
+/* Element offset of the bi-th matrix of a [..., R, C] operand (broadcast batch dims of size 1). */
+int64_t kn_gemm_batch_offset(const kn_tensor *t, int64_t bi);
+
+#endif
