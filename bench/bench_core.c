@@ -1,10 +1,14 @@
 /* Core benchmarks: op dispatch overhead on tiny tensors, matmul against OpenBLAS called
- * directly, and large elementwise ops and reductions against memcpy bandwidth. */
+ * directly, bf16 matmul through each provider (KILN_GEMM's choices), and large elementwise
+ * ops and reductions against memcpy bandwidth. */
 #include "bench_common.h"
 
 #include <cblas.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
+
+#include "backends/cpu/gemm_provider.h"
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
@@ -122,11 +126,52 @@ static void bench_matmul_one(int M, int N, int K) {
     free(c.hc);
 }
 
+/* One bf16 product through each matmul provider (backends/cpu/gemm_provider.h), the
+ * providers alternated over three rounds, best round each: openblas widens to f32 and runs
+ * SGEMM, onednn runs bf16 with f32 accumulation. */
+static void bench_matmul_bf16_one(int M, int N, int K) {
+    float *ha = random_host((int64_t)M * K, 1), *hb = random_host((int64_t)K * N, 2);
+    mm_ctx c = {M, N, K, NULL, NULL, NULL, NULL, NULL};
+    kn_tensor *a = bench_check(kn_from_host(ha, KN_F32, KN_SHAPE(M, K), KN_CPU), "from_host");
+    kn_tensor *b = bench_check(kn_from_host(hb, KN_F32, KN_SHAPE(K, N), KN_CPU), "from_host");
+    c.a = bench_check(kn_cast(a, KN_BF16), "cast");
+    c.b = bench_check(kn_cast(b, KN_BF16), "cast");
+    const char *names[] = {"openblas", "onednn"};
+    double flops = 2.0 * M * N * K, best[2] = {0, 0};
+    int reps = flops < 1e9 ? 21 : 9;
+    for (int round = 0; round < 3; round++)
+        for (int p = 0; p < 2; p++) {
+            setenv("KILN_GEMM", names[p], 1);
+            kn_gemm_reload();
+            double t = bench_time(mm_kiln, &c, 2, reps);
+            if (!best[p] || t < best[p]) best[p] = t;
+        }
+    unsetenv("KILN_GEMM");
+    kn_gemm_reload();
+    char shape[64];
+    snprintf(shape, sizeof shape, "%dx%d @ %dx%d bf16", M, K, K, N);
+    bench_report("kiln-openblas", "matmul", shape, "gflops", flops / best[0] * 1e-9, "", 0);
+    bench_report("kiln-onednn", "matmul", shape, "gflops", flops / best[1] * 1e-9, "kiln-openblas", best[0] / best[1]);
+    kn_release(a);
+    kn_release(b);
+    kn_release(c.a);
+    kn_release(c.b);
+    free(ha);
+    free(hb);
+}
+
 static void bench_matmul(void) {
     openblas_set_num_threads(kn_get_num_threads());
     for (int n = 256; n <= 2048; n *= 2) bench_matmul_one(n, n, n);
     bench_matmul_one(256, 3072, 768);
     bench_matmul_one(256, 768, 3072);
+    if (!kn_gemm_has(KN_GEMM_ONEDNN, KN_BF16)) {
+        printf("bf16 matmul: skipped (this build or CPU has no oneDNN bf16)\n");
+        return;
+    }
+    bench_matmul_bf16_one(1024, 1024, 1024);
+    bench_matmul_bf16_one(256, 3072, 768);
+    bench_matmul_bf16_one(256, 768, 3072);
 }
 
 /* ---- bandwidth: memcpy, elementwise, reductions ----------------------------------------- */
