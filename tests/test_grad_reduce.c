@@ -12,17 +12,31 @@
 
 static kn_tensor *maybe_nc(kn_tensor *x, bool nc) { return nc ? non_contiguous_copy(x) : x; }
 
-/* x times a fixed pattern of signs (-1 at every third element), in x's dtype: inputs drawn
- * away from zero in [lo, hi) become both signs without going near the kinks of |x|. */
-static kn_tensor *mixed_signs(kn_tensor *x) {
+/* A tensor of x's shape and dtype holding at(i, n) at flat index i of n. */
+static kn_tensor *pattern_like(kn_tensor *x, double (*at)(int64_t i, int64_t n)) {
     kn_shape s = kn_shape_of(x);
     int64_t n = kn_shape_numel(s);
     double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++) v[i] = i % 3 == 1 ? -1 : 1;
+    for (int64_t i = 0; i < n; i++) v[i] = at(i, n);
     kn_tensor *m = tensor_from(v, s, kn_dtype_of(x));
     free(v);
-    return kn_mul(x, m);
+    return m;
 }
+
+static double sign_at(int64_t i, int64_t n) { return (void)n, i % 3 == 1 ? -1 : 1; }
+/* A band of its own for each element, 3 apart, in an order that is not the index's (7919 is a
+ * prime, so i * 7919 mod n visits every band once for the sizes here). */
+static double band_at(int64_t i, int64_t n) { return 3.0 * (double)((i * 7919) % n); }
+
+/* x times a fixed pattern of signs (-1 at every third element), in x's dtype: inputs drawn
+ * away from zero in [lo, hi) become both signs without going near the kinks of |x|. */
+static kn_tensor *mixed_signs(kn_tensor *x) { return kn_mul(x, pattern_like(x, sign_at)); }
+
+/* x plus its element's band: inputs drawn in [lo, hi) with hi - lo < 2 keep the bands apart,
+ * so max, min and the infinity norms have no near-ties, where central differences would
+ * straddle the kink (the reduction's gradient is still the one checked). One element has
+ * nothing to tie with. */
+static kn_tensor *untied(kn_tensor *x) { return kn_numel(x) > 1 ? kn_add(x, pattern_like(x, band_at)) : x; }
 
 /* Gradients of sum(f(in) * r) for the differentiated inputs in f32 leaves: f32 dtype and close
  * to those of the same values in f64. */
@@ -110,11 +124,11 @@ static kn_tensor *f_reduce(kn_tensor *const *in, const void *ctx) {
     case R_SUM: return kn_sum(x, k->dims, k->keepdim);
     case R_MEAN: return kn_mean(x, k->dims, k->keepdim);
     case R_PROD: return kn_prod(mixed_signs(x), k->dims, k->keepdim);
-    case R_AMAX: return kn_amax(x, k->dims, k->keepdim);
-    case R_AMIN: return kn_amin(x, k->dims, k->keepdim);
+    case R_AMAX: return kn_amax(untied(x), k->dims, k->keepdim);
+    case R_AMIN: return kn_amin(untied(x), k->dims, k->keepdim);
     case R_VAR: return kn_var(x, k->dims, k->param, k->keepdim);
     case R_STD: return kn_std(x, k->dims, k->param, k->keepdim);
-    case R_NORM: return kn_norm(mixed_signs(x), k->param, k->dims, k->keepdim);
+    case R_NORM: return kn_norm(mixed_signs(isinf(k->param) ? untied(x) : x), k->param, k->dims, k->keepdim);
     default: return kn_logsumexp(x, k->dims, k->keepdim);
     }
 }
