@@ -171,6 +171,28 @@ static void test_reduction_epilogues(void) {
     }
 }
 
+/* amax(x + y, -1, keepdim) * w: the epilogue brings an input of its own (w), after the
+ * reduction had numbered the prologue's value; the reduction must still reduce x + y (it once
+ * reduced w, the input that took that number), in one kernel, with strict mode's values. */
+static kn_tensor *epilogue_with_new_input(kn_tensor *const *in) {
+    return kn_mul(kn_amax(kn_add(in[0], in[1]), KN_DIMS(-1), true), in[2]);
+}
+
+static void test_epilogue_brings_an_input(void) {
+    kn_scope_push();
+    kn_tensor *in[3] = {rand_tensor(KN_SHAPE(8, 5), KN_F32, -1, 1), rand_tensor(KN_SHAPE(8, 5), KN_F32, -1, 1),
+                        rand_tensor(KN_SHAPE(8, 5), KN_F32, -1, 1)};
+    check_same_in_modes("amax(x + y) * w", epilogue_with_new_input, in);
+    kn_set_mode(KN_MODE_FUSED);
+    kn_stats before = stats_now();
+    kn_tensor *y = epilogue_with_new_input(in);
+    kn_stats after = stats_now();
+    kn_set_mode(KN_MODE_STRICT);
+    CHECK_MSG(y && after.kernels_launched - before.kernels_launched == 1, "%lld kernels, want 1",
+              (long long)(after.kernels_launched - before.kernels_launched));
+    kn_scope_pop();
+}
+
 /* A reduction right after a chain but of another tensor, and reductions of nothing. */
 static void test_reduction_edges(void) {
     kn_scope_push();
@@ -390,6 +412,7 @@ int main(void) {
     RUN(test_reduction_nan);
     RUN(test_reduction_edges);
     RUN(test_reduction_epilogues);
+    RUN(test_epilogue_brings_an_input);
     RUN(test_layer_norm_is_one_kernel);
     RUN(test_held_intermediates_are_stored);
     RUN(test_unseen_intermediates_get_no_storage);

@@ -176,8 +176,9 @@ static bool try_close_with_reduction(group *g, kn_node *const *nodes, const kn_b
         if (dims.v[k] != x->ndim - dims.n + k) return false;
     group save = *g;
     int v = -1;
-    for (int js = 0; js < g->ir.n_steps && v < 0; js++)
-        if (kn_tensor_same_view(step_node(g, nodes, js)->out[0], x)) v = g->ir.n_in + js;
+    /* a step's value, numbered once the inputs are final (finish): an epilogue may add inputs */
+    for (int js = 0; js < g->ir.n_steps && v == -1; js++)
+        if (kn_tensor_same_view(step_node(g, nodes, js)->out[0], x)) v = -2 - js;
     if (v == -1 && g->count) return false; /* it reduces something else: the chain ends here */
     if (v == -1) v = input_value(g, x);        /* alone: a generated reduction of a tensor made before */
     if (v == -1) return false;
@@ -200,6 +201,7 @@ static bool finish(group *g, kn_node *const *nodes, kn_fused_launch *L) {
     for (int j = 0; j < ir->n_steps; j++)
         for (int a = 0; a < ir->steps[j].n_arg; a++)
             if (ir->steps[j].arg[a] <= -2) ir->steps[j].arg[a] = ir->n_in + (-2 - ir->steps[j].arg[a]);
+    if (ir->reduce_op != KN_OP_COUNT && ir->reduce_arg <= -2) ir->reduce_arg = ir->n_in + (-2 - ir->reduce_arg);
     ir->n_out = 0;
     for (int j = 0; j < ir->n_steps; j++) {
         kn_tensor *t = step_node(g, nodes, j)->out[0];
