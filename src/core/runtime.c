@@ -1,16 +1,19 @@
 /* Runtime start-up from the environment, the execution mode, threads and the generator. */
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/backend_device.h"
 #include "core/error.h"
 #include "core/hooks.h"
 #include "core/runtime_impl.h"
 #include "core/stats.h"
+#include "core/thread_pool.h"
 #include "kiln_build_config.h"
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
@@ -20,7 +23,6 @@ static char start_message[512];
 static _Atomic kn_mode current_mode = KN_MODE_STRICT;
 /* The shadow's reference device as 1 + (type | index << 8); 0 when the shadow is off. */
 static atomic_int shadow_code = 0;
-static atomic_int num_threads = 0;
 
 static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t rng_seed = 0, rng_offset = 0;
@@ -81,6 +83,14 @@ static void openmp_waits_passively(void) {
     unsetenv("KMP_BLOCKTIME");
 }
 
+/* The cores this process may run on (its affinity mask, which taskset and containers set). */
+static int usable_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 static void start(void) {
     char msg[256];
     openmp_waits_passively();
@@ -90,7 +100,7 @@ static void start(void) {
         snprintf(msg, sizeof msg, "KILN_THREADS=%s: expected a positive number of threads", s);
         start_fail(KN_ERR_ARG, msg);
     }
-    atomic_store(&num_threads, threads > 0 ? threads : omp_get_num_procs());
+    kn_pool_resize(threads > 0 ? threads : usable_cores());
 
     kn_stats_start();
 
@@ -203,22 +213,18 @@ kn_status kn_sync(void) {
 
 void kn_set_num_threads(int n) {
     kn_runtime_ready();
-    if (n < 1) n = 1;
-    atomic_store(&num_threads, n);
+    kn_pool_resize(n);
 }
 
 int kn_get_num_threads(void) {
     kn_runtime_ready();
-    return atomic_load(&num_threads);
+    return kn_pool_threads();
 }
 
-/* Below ~32k elements of simple work, one thread beats waking the others. */
-#define KN_PARALLEL_GRAIN 32768
-
-int kn_cpu_num_threads(void) { return atomic_load_explicit(&num_threads, memory_order_relaxed); }
+int kn_cpu_num_threads(void) { return kn_pool_threads(); }
 
 int kn_cpu_threads_for(int64_t work) {
-    int n = atomic_load_explicit(&num_threads, memory_order_relaxed);
+    int n = kn_pool_threads();
     if (work < 2 * KN_PARALLEL_GRAIN || n <= 1) return 1;
     int64_t useful = work / KN_PARALLEL_GRAIN;
     return useful < n ? (int)useful : n;
