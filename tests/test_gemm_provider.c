@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backends/cpu/gemm_provider.h"
+#include "backends/cpu/onednn.h"
 #include "harness.h"
 
 /* Forces a provider (NULL: none) for the products queued from now on; what was queued runs first. */
@@ -241,12 +242,12 @@ static void test_measured_default(void) {
 /* On a CPU with AMX for bf16, oneDNN dispatches to AMX (kiln asked the kernel for it). */
 static void test_amx_isa(void) {
     if (!file_contains("/proc/cpuinfo", "amx_bf16")) {
-        printf("  skip AMX: /proc/cpuinfo has no amx_bf16 (oneDNN's ISA here: %s)\n", kn_gemm_onednn_isa());
+        printf("  skip AMX: /proc/cpuinfo has no amx_bf16 (oneDNN's ISA here: %s)\n", kn_onednn_isa());
         return;
     }
     if (!have_onednn(KN_BF16, "AMX")) return;
-    CHECK_MSG(strstr(kn_gemm_onednn_isa(), "amx") != NULL, "oneDNN's ISA %s, AMX permission %s", kn_gemm_onednn_isa(),
-              kn_gemm_onednn_amx());
+    CHECK_MSG(strstr(kn_onednn_isa(), "amx") != NULL, "oneDNN's ISA %s, AMX permission %s", kn_onednn_isa(),
+              kn_onednn_amx());
 }
 
 int main(void) {

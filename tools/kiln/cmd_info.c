@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backends/cpu/gemm_provider.h"
+#include "backends/cpu/onednn.h"
 #include "commands.h"
 #include "kiln/kiln.h"
 #include "kiln_build_config.h"
@@ -28,7 +29,7 @@ int kiln_cmd_info(int argc, char **argv) {
     printf("NCCL:          %s\n", KILN_BUILD_NCCL);
     printf("BLAS:          %s\n", openblas_get_config());
     if (strcmp(KILN_BUILD_ONEDNN, "ON") == 0)
-        printf("oneDNN:        ON (effective ISA %s, AMX permission %s)\n", kn_gemm_onednn_isa(), kn_gemm_onednn_amx());
+        printf("oneDNN:        ON (effective ISA %s, AMX permission %s)\n", kn_onednn_isa(), kn_onednn_amx());
     else
         printf("oneDNN:        OFF (not built in)\n");
     const kn_dtype dts[] = {KN_F32, KN_F64, KN_BF16, KN_F16};

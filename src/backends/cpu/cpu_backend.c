@@ -1,6 +1,7 @@
 /* The CPU backend: $KILN_CPU_DEVICES logical devices over host memory, each with a block pool
  * of aligned host memory and its streams (a worker thread each), and the kernel table
  * assembled from each family's registrations. */
+#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,9 @@ static kn_status cpu_init(kn_backend *b) {
         device_count = (int)n;
     }
     for (int i = 0; i < KN_MAX_DEVICES; i++) pools[i] = (kn_block_pool)KN_BLOCK_POOL_INIT(aligned_host_alloc, free);
+    /* OpenBLAS runs each call on the calling thread: kiln's pool spreads the products
+     * (gemm_tiles.h), and OpenBLAS's own threads would compete with it for the cores. */
+    openblas_set_num_threads(1);
     for (const kn_kernel_reg *const *family = kn_cpu_kernel_families; *family; family++)
         kn_kernel_table_add(b->kernels, *family);
     return KN_OK;

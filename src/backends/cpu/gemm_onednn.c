@@ -1,37 +1,21 @@
 /* The onednn matmul provider: oneDNN's matmul primitive over kiln's strided operands, described
  * by memory descriptors with strides (no copies), f32 accumulation, output in the product's
- * dtype. Batches whose matrices lie at one stride from each other are one 3-D primitive; other
- * batch layouts run one matrix at a time. oneDNN caches the compiled primitives by descriptor.
- * On Linux a process must ask the kernel for AMX's tile state before AMX code runs; kiln asks
- * once, before oneDNN first dispatches, on a CPU that has AMX (docs/decisions.md). */
+ * dtype. Products are split over kiln's pool (gemm_tiles.h); each piece is one primitive run on
+ * one thread (onednn.h), consecutive whole products of a batch as one 3-D primitive. oneDNN
+ * caches the compiled primitives by descriptor. */
 #include "backends/cpu/gemm_provider.h"
 
 #ifdef KILN_HAVE_ONEDNN
-#include <cpuid.h>
-#include <errno.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
+#include "backends/cpu/gemm_tiles.h"
+#include "backends/cpu/onednn.h"
 #include "core/error.h"
 #include "core/tensor_impl.h"
 
-#define ARCH_REQ_XCOMP_PERM 0x1023
-#define XFEATURE_XTILEDATA 18
-
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static dnnl_engine_t engine;
-static char amx_state[96] = "not needed (no AMX)";
 static bool has_dt[KN_DTYPE_COUNT];
-
-static bool cpu_has_amx(void) {
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    return (d >> 24) & 1; /* AMX-TILE */
-}
 
 static dnnl_data_type_t dnnl_type(kn_dtype dt) {
     switch (dt) {
@@ -42,42 +26,40 @@ static dnnl_data_type_t dnnl_type(kn_dtype dt) {
     }
 }
 
-/* A primitive descriptor for C[batch, M, N] = A[ab, M, K] B[bb, K, N] with these strides. */
-static dnnl_status_t make_pd(dnnl_primitive_desc_t *pd, dnnl_data_type_t t, int64_t ab, int64_t bb, int64_t batch,
-                             int64_t M, int64_t N, int64_t K, const int64_t as[3], const int64_t bs[3]) {
+/* A primitive descriptor for C[batch, M, N] (+)= A[ab, M, K] B[bb, K, N] with these strides. */
+static dnnl_status_t make_pd(dnnl_engine_t engine, dnnl_primitive_desc_t *pd, dnnl_data_type_t t, int64_t ab,
+                             int64_t bb, int64_t batch, int64_t M, int64_t N, int64_t K, const int64_t as[3],
+                             const int64_t bs[3], const int64_t cs[3], bool accumulate) {
     dnnl_memory_desc_t a_md, b_md, c_md;
     dnnl_matmul_desc_t desc;
-    dnnl_dims_t ad = {ab, M, K}, bd = {bb, K, N}, cd = {batch, M, N}, cs = {M * N, N, 1};
-    dnnl_dims_t ast = {as[0], as[1], as[2]}, bst = {bs[0], bs[1], bs[2]};
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t ops = NULL;
+    dnnl_dims_t ad = {ab, M, K}, bd = {bb, K, N}, cd = {batch, M, N};
+    dnnl_dims_t ast = {as[0], as[1], as[2]}, bst = {bs[0], bs[1], bs[2]}, cst = {cs[0], cs[1], cs[2]};
     dnnl_status_t s = dnnl_memory_desc_init_by_strides(&a_md, 3, ad, t, ast);
     if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&b_md, 3, bd, t, bst);
-    if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&c_md, 3, cd, t, cs);
+    if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&c_md, 3, cd, t, cst);
     if (s == dnnl_success) s = dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md);
-    if (s == dnnl_success) s = dnnl_primitive_desc_create(pd, &desc, NULL, engine, NULL);
+    if (s == dnnl_success && accumulate) { /* C += A B: a sum post-op */
+        s = dnnl_primitive_attr_create(&attr);
+        if (s == dnnl_success) s = dnnl_post_ops_create(&ops);
+        if (s == dnnl_success) s = dnnl_post_ops_append_sum(ops, 1.0f);
+        if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, ops);
+    }
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(pd, &desc, attr, engine, NULL);
+    dnnl_post_ops_destroy(ops);
+    dnnl_primitive_attr_destroy(attr);
     return s;
 }
 
-static void start(void) {
-    if (cpu_has_amx()) {
-        if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0)
-            snprintf(amx_state, sizeof amx_state, "granted");
-        else {
-            snprintf(amx_state, sizeof amx_state, "refused by the kernel (errno %d, %s)", errno, strerror(errno));
-            /* oneDNN must not dispatch to AMX code that would fault. */
-            dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx512_core_bf16);
-            fprintf(stderr, "kiln: warning: AMX permission %s; oneDNN matmul uses AVX512-BF16\n", amx_state);
-        }
-    }
-    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
-        engine = NULL;
-        return;
-    }
-    /* A dtype is there when oneDNN has an implementation of a small product of it. */
+/* A dtype is there when oneDNN has an implementation of a small product of it. */
+static void find_dtypes(void) {
+    dnnl_engine_t engine = kn_onednn_engine();
     const kn_dtype dts[] = {KN_F32, KN_BF16, KN_F16};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; engine && i < 3; i++) {
         dnnl_primitive_desc_t pd;
-        const int64_t s[3] = {64, 8, 1};
-        if (make_pd(&pd, dnnl_type(dts[i]), 1, 1, 1, 8, 8, 8, s, s) == dnnl_success) {
+        const int64_t st[3] = {64, 8, 1};
+        if (make_pd(engine, &pd, dnnl_type(dts[i]), 1, 1, 1, 8, 8, 8, st, st, st, false) == dnnl_success) {
             has_dt[dts[i]] = true;
             dnnl_primitive_desc_destroy(pd);
         }
@@ -85,41 +67,11 @@ static void start(void) {
 }
 
 bool kn_gemm_onednn_has(kn_dtype dt) {
-    pthread_once(&once, start);
-    return engine && dt >= 0 && dt < KN_DTYPE_COUNT && has_dt[dt];
+    pthread_once(&once, find_dtypes);
+    return dt >= 0 && dt < KN_DTYPE_COUNT && has_dt[dt];
 }
 
-const char *kn_gemm_onednn_isa(void) {
-    pthread_once(&once, start);
-    switch (dnnl_get_effective_cpu_isa()) {
-    case dnnl_cpu_isa_sse41: return "sse41";
-    case dnnl_cpu_isa_avx: return "avx";
-    case dnnl_cpu_isa_avx2: return "avx2";
-    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-    case dnnl_cpu_isa_avx512_core: return "avx512_core";
-    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
-    default: return "other";
-    }
-}
-
-const char *kn_gemm_onednn_amx(void) {
-    pthread_once(&once, start);
-    return amx_state;
-}
-
-/* The batch stride of t when its b-th matrix is at b * stride for every b (0: one matrix
- * shared by all), or -1. */
-static int64_t uniform_batch_stride(const kn_tensor *t, int64_t batches) {
-    if (batches == 1) return 0;
-    const int64_t s = kn_gemm_batch_offset(t, 1);
-    for (int64_t bi = 2; bi < batches; bi++)
-        if (kn_gemm_batch_offset(t, bi) != bi * s) return -1;
-    return s;
-}
-
-static kn_status run(dnnl_primitive_desc_t pd, const char *a, const char *b, char *c) {
+static kn_gemm_result run(dnnl_engine_t engine, dnnl_primitive_desc_t pd, const void *a, const void *b, void *c) {
     dnnl_primitive_t prim = NULL;
     dnnl_stream_t stream = NULL;
     dnnl_memory_t mem[3] = {NULL, NULL, NULL};
@@ -137,49 +89,53 @@ static kn_status run(dnnl_primitive_desc_t pd, const char *a, const char *b, cha
     for (int i = 0; i < 3; i++) dnnl_memory_destroy(mem[i]);
     dnnl_stream_destroy(stream);
     dnnl_primitive_destroy(prim);
-    if (s == dnnl_out_of_memory) return kn_error(KN_ERR_OOM, "matmul: oneDNN is out of memory");
-    return s == dnnl_success ? KN_OK : kn_error(KN_ERR_INTERNAL, "matmul: oneDNN failed (status %d)", (int)s);
+    return s == dnnl_success ? KN_GEMM_DONE : s == dnnl_out_of_memory ? KN_GEMM_NO_MEMORY : KN_GEMM_FAILED;
+}
+
+/* The onednn provider's block (gemm_tiles.h), on the calling thread. */
+static kn_gemm_result onednn_block(const kn_gemm_block *k) {
+    dnnl_engine_t engine = kn_onednn_engine();
+    if (!engine) return KN_GEMM_TURNED_DOWN;
+    const int64_t M = k->M, N = k->N, K = k->K;
+    if (K == 0) { /* no products to sum: zeros, which are all-zero bits in every float dtype */
+        const size_t es = kn_dtype_size(k->dt);
+        for (int64_t bi = 0; bi < k->batches && !k->accumulate; bi++)
+            for (int64_t i = 0; i < M; i++) memset((char *)k->c + es * (size_t)(bi * k->c_bs + i * k->ldc), 0, es * (size_t)N);
+        return KN_GEMM_DONE;
+    }
+    int64_t as[3] = {k->a_bs, k->ars, k->acs}, bs[3] = {k->b_bs, k->brs, k->bcs}, cs[3] = {k->c_bs, k->ldc, 1};
+    /* oneDNN wants positive strides of the dims it walks (a dim of one may have any). */
+    if ((as[1] <= 0 && M > 1) || as[2] <= 0 || bs[1] <= 0 || (bs[2] <= 0 && N > 1)) return KN_GEMM_TURNED_DOWN;
+    if (as[1] <= 0) as[1] = K * as[2];
+    if (bs[2] <= 0) bs[2] = 1;
+    if (cs[1] <= 0) cs[1] = N;
+    const int64_t ab = k->a_bs > 0 ? k->batches : 1, bb = k->b_bs > 0 ? k->batches : 1;
+    if (as[0] <= 0) as[0] = M * K * as[2] + M * as[1];
+    if (bs[0] <= 0) bs[0] = K * bs[1] + N * bs[2];
+    if (cs[0] <= 0) cs[0] = M * cs[1];
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = make_pd(engine, &pd, dnnl_type(k->dt), ab, bb, k->batches, M, N, K, as, bs, cs, k->accumulate);
+    if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) return KN_GEMM_TURNED_DOWN;
+    if (s != dnnl_success) return KN_GEMM_FAILED;
+    kn_gemm_result r = run(engine, pd, k->a, k->b, k->c);
+    dnnl_primitive_desc_destroy(pd);
+    return r;
 }
 
 kn_status kn_gemm_onednn(const kn_tensor *a, const kn_tensor *b, kn_tensor *out, int64_t batches, int64_t M,
                          int64_t N, int64_t K) {
-    const kn_dtype dt = out->dtype;
-    if (!kn_gemm_onednn_has(dt)) return KN_ERR_UNSUPPORTED;
-    const int nd = out->ndim;
-    const size_t es = kn_dtype_size(dt);
-    char *c = kn_tensor_data(out);
-    if (K == 0) { /* no products to sum: zeros, which are all-zero bits in every float dtype */
-        memset(c, 0, es * (size_t)(batches * M * N));
-        return KN_OK;
+    if (!kn_gemm_onednn_has(out->dtype)) return KN_ERR_UNSUPPORTED;
+    switch (kn_gemm_tensors(a, b, out, batches, M, N, K, onednn_block)) {
+    case KN_GEMM_DONE: return KN_OK;
+    case KN_GEMM_TURNED_DOWN: return KN_ERR_UNSUPPORTED;
+    case KN_GEMM_NO_MEMORY: return kn_error(KN_ERR_OOM, "matmul: oneDNN is out of memory");
+    default: return kn_error(KN_ERR_INTERNAL, "matmul: oneDNN failed");
     }
-    int64_t as[3] = {0, a->stride[nd - 2], a->stride[nd - 1]}, bs[3] = {0, b->stride[nd - 2], b->stride[nd - 1]};
-    /* oneDNN wants positive strides of the dims it walks (a dim of one may have any). */
-    if ((as[1] <= 0 && M > 1) || (as[2] <= 0) || (bs[1] <= 0) || (bs[2] <= 0 && N > 1)) return KN_ERR_UNSUPPORTED;
-    if (as[1] <= 0) as[1] = K * as[2];
-    if (bs[2] <= 0) bs[2] = 1;
-    const int64_t sa = uniform_batch_stride(a, batches), sb = uniform_batch_stride(b, batches);
-    const bool one = sa >= 0 && sb >= 0; /* all batches as one 3-D product */
-    const int64_t ab = one && sa > 0 ? batches : 1, bb = one && sb > 0 ? batches : 1;
-    as[0] = sa > 0 && one ? sa : M * K, bs[0] = sb > 0 && one ? sb : K * N;
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t s = make_pd(&pd, dnnl_type(dt), ab, bb, one ? batches : 1, M, N, K, as, bs);
-    if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) return KN_ERR_UNSUPPORTED;
-    if (s != dnnl_success)
-        return kn_error(KN_ERR_INTERNAL, "matmul: oneDNN turned the product down (status %d)", (int)s);
-    const char *a0 = kn_tensor_data(a), *b0 = kn_tensor_data(b);
-    kn_status st = KN_OK;
-    for (int64_t bi = 0; bi < (one ? 1 : batches) && st == KN_OK; bi++)
-        st = run(pd, a0 + es * (size_t)kn_gemm_batch_offset(a, bi), b0 + es * (size_t)kn_gemm_batch_offset(b, bi),
-                 c + es * (size_t)(bi * M * N));
-    dnnl_primitive_desc_destroy(pd);
-    return st;
 }
 
 #else /* no oneDNN in this build */
 
 bool kn_gemm_onednn_has(kn_dtype dt) { return false; }
-const char *kn_gemm_onednn_isa(void) { return "not built in"; }
-const char *kn_gemm_onednn_amx(void) { return "not built in"; }
 kn_status kn_gemm_onednn(const kn_tensor *a, const kn_tensor *b, kn_tensor *out, int64_t batches, int64_t M,
                          int64_t N, int64_t K) {
     return KN_ERR_UNSUPPORTED;

@@ -68,11 +68,6 @@ kn_status kn_gemm_onednn(const kn_tensor *a, const kn_tensor *b, kn_tensor *out,
                          int64_t N, int64_t K);
 /* Whether oneDNN is built in and has dt (a small primitive is created once per dtype to see). */
 bool kn_gemm_onednn_has(kn_dtype dt);
-/* The ISA oneDNN dispatches to ("avx512_core_amx", ...), or "not built in". */
-const char *kn_gemm_onednn_isa(void);
-/* What became of the AMX permission request: "granted", "not needed (no AMX)", or the refusal
- * with its errno. */
-const char *kn_gemm_onednn_amx(void);
 
 /* Element offset of the bi-th matrix of a [..., R, C] operand (broadcast batch dims of size 1). */
 int64_t kn_gemm_batch_offset(const kn_tensor *t, int64_t bi);

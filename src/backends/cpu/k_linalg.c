@@ -1,16 +1,20 @@
 /* CPU matmul. Float products go to the provider gemm_provider.h chooses; this file is the
- * openblas provider: strided operands go to BLAS as they are when one of their
+ * openblas provider: products are split over kiln's pool (gemm_tiles.h) and each piece is one
+ * single-threaded BLAS call; strided operands go to BLAS as they are when one of their
  * last two strides is 1, single rows use GEMV (no packing), 16-bit floats are widened to f32,
  * integers use a plain loop. A few rows times a weight stored [N, K] (decode) go to
  * k_linalg_skinny.c instead, in f32 and 16-bit floats alike. */
 #include <cblas.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/gemm_provider.h"
+#include "backends/cpu/gemm_tiles.h"
 #include "backends/cpu/k_linalg_skinny.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 /* One matrix operand as BLAS sees it. */
 typedef struct mat {
@@ -33,43 +37,37 @@ static bool blas_layout(const mat *m, CBLAS_TRANSPOSE *trans, int64_t *ld) {
     return false;
 }
 
-static int blas_threads_set = -1;
-
-static void set_blas_threads(int n) {
-    if (n != blas_threads_set) {
-        openblas_set_num_threads(n);
-        blas_threads_set = n;
-    }
-}
-
 #define GEMM_FLOAT(SUF, T, gemm, gemv)                                                                    \
-    static bool matmul_one_##SUF(const T *a, int64_t ars, int64_t acs, const T *b, int64_t brs,          \
-                                 int64_t bcs, T *c, int64_t M, int64_t N, int64_t K) {                   \
+    /* One product on this thread: c (rows ldc apart) = a b, or c += a b when beta is 1. */              \
+    static kn_gemm_result product_##SUF(const T *a, int64_t ars, int64_t acs, const T *b, int64_t brs,   \
+                                        int64_t bcs, T *c, int64_t ldc, int64_t M, int64_t N, int64_t K, \
+                                        T beta) {                                                        \
         mat A = {(const char *)a, M, K, ars, acs}, B = {(const char *)b, K, N, brs, bcs};                \
         CBLAS_TRANSPOSE ta, tb;                                                                          \
         int64_t lda, ldb;                                                                                \
         if (K == 0) {                                                                                    \
-            memset(c, 0, sizeof(T) * (size_t)(M * N));                                                   \
-            return true;                                                                                 \
+            for (int64_t i = 0; i < M && beta == 0; i++) memset(c + i * ldc, 0, sizeof(T) * (size_t)N);  \
+            return KN_GEMM_DONE;                                                                         \
         }                                                                                                \
         if (M == 1 && acs > 0 && blas_layout(&B, &tb, &ldb)) { /* row vector times matrix */        \
             if (tb == CblasNoTrans) /* B stored [K, N]: y = B^T a */                                     \
-                gemv(CblasRowMajor, CblasTrans, (int)K, (int)N, 1, b, (int)ldb, a, (int)acs, 0, c, 1);   \
+                gemv(CblasRowMajor, CblasTrans, (int)K, (int)N, 1, b, (int)ldb, a, (int)acs, beta, c, 1);\
             else /* B stored as [N, K]: y = Bs a */                                                      \
-                gemv(CblasRowMajor, CblasNoTrans, (int)N, (int)K, 1, b, (int)ldb, a, (int)acs, 0, c, 1); \
-            return true;                                                                                 \
+                gemv(CblasRowMajor, CblasNoTrans, (int)N, (int)K, 1, b, (int)ldb, a, (int)acs, beta, c, 1);\
+            return KN_GEMM_DONE;                                                                         \
         }                                                                                                \
         if (N == 1 && brs > 0 && blas_layout(&A, &ta, &lda)) { /* matrix times column vector */        \
+            const int incc = (int)(ldc > 0 ? ldc : 1);                                                   \
             if (ta == CblasNoTrans)                                                                      \
-                gemv(CblasRowMajor, CblasNoTrans, (int)M, (int)K, 1, a, (int)lda, b, (int)brs, 0, c, 1); \
+                gemv(CblasRowMajor, CblasNoTrans, (int)M, (int)K, 1, a, (int)lda, b, (int)brs, beta, c, incc);\
             else                                                                                         \
-                gemv(CblasRowMajor, CblasTrans, (int)K, (int)M, 1, a, (int)lda, b, (int)brs, 0, c, 1);   \
-            return true;                                                                                 \
+                gemv(CblasRowMajor, CblasTrans, (int)K, (int)M, 1, a, (int)lda, b, (int)brs, beta, c, incc);\
+            return KN_GEMM_DONE;                                                                         \
         }                                                                                                \
         T *ca = NULL, *cb = NULL;                                                                        \
         if (!blas_layout(&A, &ta, &lda)) { /* a gather of the odd-strided operand */                     \
             ca = malloc(sizeof(T) * (size_t)(M * K));                                                    \
-            if (!ca) return false;                                                                       \
+            if (!ca) return KN_GEMM_NO_MEMORY;                                                           \
             for (int64_t i = 0; i < M; i++)                                                              \
                 for (int64_t k = 0; k < K; k++) ca[i * K + k] = a[i * ars + k * acs];                    \
             a = ca, ta = CblasNoTrans, lda = K;                                                          \
@@ -78,48 +76,34 @@ static void set_blas_threads(int n) {
             cb = malloc(sizeof(T) * (size_t)(K * N));                                                    \
             if (!cb) {                                                                                   \
                 free(ca);                                                                                \
-                return false;                                                                            \
+                return KN_GEMM_NO_MEMORY;                                                                \
             }                                                                                            \
             for (int64_t k = 0; k < K; k++)                                                              \
                 for (int64_t j = 0; j < N; j++) cb[k * N + j] = b[k * brs + j * bcs];                    \
             b = cb, tb = CblasNoTrans, ldb = N;                                                          \
         }                                                                                                \
-        gemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1, a, (int)lda, b, (int)ldb, 0, c,           \
-             (int)(N > 1 ? N : 1));                                                                      \
+        gemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1, a, (int)lda, b, (int)ldb, beta, c,        \
+             (int)(ldc > 1 ? ldc : 1));                                                                  \
         free(ca);                                                                                        \
         free(cb);                                                                                        \
-        return true;                                                                                     \
+        return KN_GEMM_DONE;                                                                             \
+    }                                                                                                    \
+    /* The openblas provider's block (gemm_tiles.h): its products one after another. */                \
+    static kn_gemm_result block_##SUF(const kn_gemm_block *k) {                                          \
+        const T *a = k->a, *b = k->b;                                                                    \
+        T *c = k->c;                                                                                     \
+        kn_gemm_result r = KN_GEMM_DONE;                                                                 \
+        for (int64_t bi = 0; bi < k->batches && r == KN_GEMM_DONE; bi++)                                 \
+            r = product_##SUF(a + bi * k->a_bs, k->ars, k->acs, b + bi * k->b_bs, k->brs, k->bcs,         \
+                              c + bi * k->c_bs, k->ldc, k->M, k->N, k->K, k->accumulate ? 1 : 0);        \
+        return r;                                                                                        \
     }
 GEMM_FLOAT(f32, float, cblas_sgemm, cblas_sgemv)
 GEMM_FLOAT(f64, double, cblas_dgemm, cblas_dgemv)
 
-/* Runs every batch of a float matmul: many small products in parallel with single-threaded
- * BLAS, large ones one after another with threaded BLAS. */
-#define MATMUL_BATCHES(SUF, T)                                                                        \
-    static bool matmul_batches_##SUF(const kn_tensor *A, const T *a0, const kn_tensor *B, const T *b0,  \
-                                     T *c0, int64_t batches, int64_t M, int64_t N, int64_t K) {       \
-        int nd = A->ndim;                                                                             \
-        int64_t ars = A->stride[nd - 2], acs = A->stride[nd - 1];                                     \
-        int64_t brs = B->stride[nd - 2], bcs = B->stride[nd - 1];                                     \
-        double flops = 2.0 * (double)M * (double)N * (double)K;                                       \
-        int threads = kn_get_num_threads();                                                           \
-        int ok = 1;                                                                                   \
-        if (batches > 1 && flops < 4e6 && threads > 1) {                                              \
-            set_blas_threads(1);                                                                      \
-            _Pragma("omp parallel for num_threads(threads) schedule(static) reduction(& : ok)")       \
-            for (int64_t bi = 0; bi < batches; bi++)                                                  \
-                ok &= matmul_one_##SUF(a0 + kn_gemm_batch_offset(A, bi), ars, acs,                    \
-                                       b0 + kn_gemm_batch_offset(B, bi), brs, bcs, c0 + bi * M * N, M, N, K);\
-            return ok;                                                                                \
-        }                                                                                             \
-        set_blas_threads(flops < 2e5 ? 1 : threads);                                                  \
-        for (int64_t bi = 0; bi < batches && ok; bi++)                                                \
-            ok = matmul_one_##SUF(a0 + kn_gemm_batch_offset(A, bi), ars, acs, b0 + kn_gemm_batch_offset(B, bi),\
-                                  brs, bcs, c0 + bi * M * N, M, N, K);                                \
-        return ok;                                                                                    \
-    }
-MATMUL_BATCHES(f32, float)
-MATMUL_BATCHES(f64, double)
+kn_gemm_result kn_gemm_openblas_block(const kn_gemm_block *k) {
+    return k->dt == KN_F64 ? block_f64(k) : block_f32(k);
+}
 
 /* Widens n 16-bit values (contiguous) to f32. */
 static void widen(kn_dtype dt, const uint16_t *restrict x, float *restrict y, int64_t n) {
@@ -131,36 +115,54 @@ static void widen(kn_dtype dt, const uint16_t *restrict x, float *restrict y, in
 
 /* Many rows times a 16-bit weight stored [N, K] (prefill): the weight is widened one panel of
  * rows at a time into a buffer that stays in cache, in its own memory order, and each panel
- * goes to SGEMM. Widening the transposed weight as a whole (the general path) gathers it
- * against its strides and writes an f32 copy of the matrix, and cost more than the product. */
+ * goes to SGEMM; panels spread over the pool. Widening the transposed weight as a whole (the
+ * general path) gathers it against its strides and writes an f32 copy of the matrix, and cost
+ * more than the product. */
+typedef struct half_weight_job {
+    kn_dtype dt;
+    const float *af; /* a widened, [M, K] */
+    const uint16_t *w;
+    uint16_t *c;
+    int64_t ldw, M, N, K, nb;
+    atomic_bool oom;
+} half_weight_job;
+
+static void half_weight_panels(void *ctx, int64_t begin, int64_t end, int chunk) {
+    half_weight_job *j = ctx;
+    const int64_t M = j->M, K = j->K, nb = j->nb;
+    float *wf = malloc(sizeof(float) * (size_t)(nb * K)), *cf = malloc(sizeof(float) * (size_t)(M * nb));
+    if (!wf || !cf) atomic_store(&j->oom, true);
+    for (int64_t p = begin; p < end && wf && cf; p++) {
+        const int64_t n0 = p * nb, rows = j->N - n0 < nb ? j->N - n0 : nb;
+        for (int64_t r = 0; r < rows; r++) widen(j->dt, j->w + (n0 + r) * j->ldw, wf + r * K, K);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)rows, (int)K, 1, j->af, (int)K, wf, (int)K,
+                    0, cf, (int)rows);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t r = 0; r < rows; r++) {
+                const float v = cf[i * rows + r];
+                j->c[i * j->N + n0 + r] = j->dt == KN_BF16 ? kn_half_from_f32_bf16(v) : kn_half_from_f32_f16(v);
+            }
+    }
+    free(wf);
+    free(cf);
+}
+
 static bool matmul_half_weight(kn_dtype dt, const kn_tensor *a, const uint16_t *w, int64_t ldw, uint16_t *c,
                                int64_t M, int64_t N, int64_t K) {
     const int64_t nb = K >= 16384 ? 16 : 262144 / K; /* a panel of about 1 MB */
-    float *af = malloc(sizeof(float) * (size_t)(M * K)), *wf = malloc(sizeof(float) * (size_t)(nb * K));
-    float *cf = malloc(sizeof(float) * (size_t)(M * N));
-    bool ok = af && wf && cf;
-    if (ok) {
-        const uint16_t *a0 = kn_tensor_data(a);
-        const int64_t ars = a->stride[0], acs = a->stride[1];
-        for (int64_t i = 0; i < M; i++) {
-            if (acs == 1) widen(dt, a0 + i * ars, af + i * K, K);
-            else
-                for (int64_t k = 0; k < K; k++) widen(dt, a0 + i * ars + k * acs, af + i * K + k, 1);
-        }
-        set_blas_threads(kn_get_num_threads());
-        for (int64_t n0 = 0; n0 < N; n0 += nb) {
-            const int64_t rows = N - n0 < nb ? N - n0 : nb;
-            for (int64_t r = 0; r < rows; r++) widen(dt, w + (n0 + r) * ldw, wf + r * K, K);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)rows, (int)K, 1, af, (int)K, wf,
-                        (int)K, 0, cf + n0, (int)N);
-        }
-        for (int64_t i = 0; i < M * N; i++)
-            c[i] = dt == KN_BF16 ? kn_half_from_f32_bf16(cf[i]) : kn_half_from_f32_f16(cf[i]);
+    float *af = malloc(sizeof(float) * (size_t)(M * K));
+    if (!af) return false;
+    const uint16_t *a0 = kn_tensor_data(a);
+    const int64_t ars = a->stride[0], acs = a->stride[1];
+    for (int64_t i = 0; i < M; i++) {
+        if (acs == 1) widen(dt, a0 + i * ars, af + i * K, K);
+        else
+            for (int64_t k = 0; k < K; k++) widen(dt, a0 + i * ars + k * acs, af + i * K + k, 1);
     }
+    half_weight_job job = {dt, af, w, c, ldw, M, N, K, nb, false};
+    kn_parallel_for((N + nb - 1) / nb, 2 * M * nb * K / 64, half_weight_panels, &job);
     free(af);
-    free(wf);
-    free(cf);
-    return ok;
+    return !atomic_load(&job.oom);
 }
 
 /* 16-bit floats: widen both operands to contiguous f32, multiply, narrow the result. */
@@ -174,7 +176,7 @@ static kn_status matmul_half(kn_tensor *a, kn_tensor *b, kn_tensor *out, int64_t
     if (st == KN_OK) st = kn_cpu_copy_into(wa, a);
     if (st == KN_OK) st = kn_cpu_copy_into(wb, b);
     if (st == KN_OK) {
-        if (matmul_batches_f32(wa, kn_tensor_data(wa), wb, kn_tensor_data(wb), kn_tensor_data(wc), batches, M, N, K))
+        if (kn_gemm_tensors(wa, wb, wc, batches, M, N, K, kn_gemm_openblas_block) == KN_GEMM_DONE)
             st = kn_cpu_copy_into(out, wc);
         else
             st = kn_error(KN_ERR_OOM, "matmul: out of memory gathering an operand");
@@ -185,49 +187,53 @@ static kn_status matmul_half(kn_tensor *a, kn_tensor *b, kn_tensor *out, int64_t
     return st;
 }
 
+/* Integer products: a plain loop, rows of every batch spread over the pool; sums wrap. */
+typedef struct int_product {
+    const kn_tensor *A, *B;
+    void *c;
+    int64_t M, N, K;
+} int_product;
+
 #define MATMUL_INT(SUF, T)                                                                           \
-    static void matmul_int_##SUF(kn_node *n, int64_t batches, int64_t M, int64_t N, int64_t K) {    \
-        const kn_tensor *A = n->in[0], *B = n->in[1];                                                \
-        const T *a0 = kn_tensor_data(A), *b0 = kn_tensor_data(B);                                    \
-        T *c = kn_tensor_data(n->out[0]);                                                            \
-        int nd = A->ndim;                                                                            \
-        int64_t ars = A->stride[nd - 2], acs = A->stride[nd - 1];                                    \
-        int64_t brs = B->stride[nd - 2], bcs = B->stride[nd - 1];                                    \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(batches * M * N * K)) collapse(2)") \
-        for (int64_t bi = 0; bi < batches; bi++)                                                     \
-            for (int64_t i = 0; i < M; i++) {                                                        \
-                const T *a = a0 + kn_gemm_batch_offset(A, bi) + i * ars;                              \
-                const T *b = b0 + kn_gemm_batch_offset(B, bi);                                        \
-                for (int64_t j = 0; j < N; j++) {                                                    \
-                    T acc = 0;                                                                       \
-                    for (int64_t k = 0; k < K; k++)                                                  \
-                        acc = (T)((uint64_t)acc + (uint64_t)a[k * acs] * (uint64_t)b[k * brs + j * bcs]); \
-                    c[(bi * M + i) * N + j] = acc;                                                   \
-                }                                                                                    \
+    static void int_rows_##SUF(void *ctx, int64_t begin, int64_t end, int chunk) {                  \
+        const int_product *p = ctx;                                                                  \
+        const T *a0 = kn_tensor_data(p->A), *b0 = kn_tensor_data(p->B);                              \
+        T *c = p->c;                                                                                 \
+        const int nd = p->A->ndim;                                                                   \
+        const int64_t ars = p->A->stride[nd - 2], acs = p->A->stride[nd - 1];                        \
+        const int64_t brs = p->B->stride[nd - 2], bcs = p->B->stride[nd - 1];                        \
+        for (int64_t row = begin; row < end; row++) {                                                \
+            const int64_t bi = row / p->M, i = row % p->M;                                           \
+            const T *a = a0 + kn_gemm_batch_offset(p->A, bi) + i * ars;                              \
+            const T *b = b0 + kn_gemm_batch_offset(p->B, bi);                                        \
+            for (int64_t j = 0; j < p->N; j++) {                                                     \
+                T acc = 0;                                                                           \
+                for (int64_t k = 0; k < p->K; k++)                                                   \
+                    acc = (T)((uint64_t)acc + (uint64_t)a[k * acs] * (uint64_t)b[k * brs + j * bcs]); \
+                c[row * p->N + j] = acc;                                                             \
             }                                                                                        \
+        }                                                                                            \
     }
 MATMUL_INT(i32, int32_t)
 MATMUL_INT(i64, int64_t)
 
+static void matmul_int(kn_node *n, int64_t batches, int64_t M, int64_t N, int64_t K) {
+    int_product p = {n->in[0], n->in[1], kn_tensor_data(n->out[0]), M, N, K};
+    kn_parallel_for(batches * M, N * K, n->out[0]->dtype == KN_I32 ? int_rows_i32 : int_rows_i64, &p);
+}
+
 kn_status kn_gemm_openblas(kn_tensor *a, kn_tensor *b, kn_tensor *out, int64_t batches, int64_t M, int64_t N,
                            int64_t K) {
     const int nd = out->ndim;
-    bool ok;
-    switch (out->dtype) {
-    case KN_F32:
-        ok = matmul_batches_f32(a, kn_tensor_data(a), b, kn_tensor_data(b), kn_tensor_data(out), batches, M, N, K);
-        break;
-    case KN_F64:
-        ok = matmul_batches_f64(a, kn_tensor_data(a), b, kn_tensor_data(b), kn_tensor_data(out), batches, M, N, K);
-        break;
-    default:
-        if (!(batches == 1 && nd == 2 && b->stride[0] == 1 && b->stride[1] >= K))
-            return matmul_half(a, b, out, batches, M, N, K);
-        if (!matmul_half_weight(out->dtype, a, kn_tensor_data(b), b->stride[1], kn_tensor_data(out), M, N, K))
-            return kn_error(KN_ERR_OOM, "matmul: out of memory widening an operand");
-        return KN_OK;
-    }
-    return ok ? KN_OK : kn_error(KN_ERR_OOM, "matmul: out of memory gathering an operand");
+    if (out->dtype == KN_F32 || out->dtype == KN_F64)
+        return kn_gemm_tensors(a, b, out, batches, M, N, K, kn_gemm_openblas_block) == KN_GEMM_DONE
+                   ? KN_OK
+                   : kn_error(KN_ERR_OOM, "matmul: out of memory gathering an operand");
+    if (!(batches == 1 && nd == 2 && b->stride[0] == 1 && b->stride[1] >= K))
+        return matmul_half(a, b, out, batches, M, N, K);
+    if (!matmul_half_weight(out->dtype, a, kn_tensor_data(b), b->stride[1], kn_tensor_data(out), M, N, K))
+        return kn_error(KN_ERR_OOM, "matmul: out of memory widening an operand");
+    return KN_OK;
 }
 
 /* A float product on the provider chosen for its dtype; one that oneDNN turns down (a layout
@@ -271,8 +277,8 @@ static kn_status matmul_kernel(kn_node *n) {
     case KN_F64:
     case KN_F16:
     case KN_BF16: return matmul_float(n, batches, M, N, K);
-    case KN_I32: matmul_int_i32(n, batches, M, N, K); return KN_OK;
-    case KN_I64: matmul_int_i64(n, batches, M, N, K); return KN_OK;
+    case KN_I32:
+    case KN_I64: matmul_int(n, batches, M, N, K); return KN_OK;
     default: return kn_error(KN_ERR_DTYPE, "matmul: no CPU kernel for %s", kn_dtype_name(out->dtype));
     }
 }

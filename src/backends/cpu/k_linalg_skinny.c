@@ -1,9 +1,8 @@
 /* Products of a few rows (decode) with a weight stored [N, K] (a linear layer's weight, used
  * transposed), in f32, bf16 or f16: each weight row streams through once per row of a, 16-bit
- * ones widened to f32 in registers. Widening the whole matrix into an f32 copy first, as the
- * general 16-bit path does, writes twice the bytes the product reads, on every call; and
- * OpenBLAS's GEMV would hand each call to its own thread pool, whose spinning threads then
- * compete with kiln's OpenMP threads for the same cores at every op. Sums are f32. The AVX-512
+ * ones widened to f32 in registers, tiles of weight rows spread over kiln's pool. Widening the
+ * whole matrix into an f32 copy first, as the general 16-bit path does, writes twice the bytes
+ * the product reads, on every call. Sums are f32. The AVX-512
  * tile is chosen at run time, so that a library built for a portable baseline (an installed
  * kiln) has it too. */
 #include <stdbool.h>
@@ -15,6 +14,7 @@
 #endif
 
 #include "backends/cpu/k_linalg_skinny.h"
+#include "core/thread_pool.h"
 
 enum { ROWS = 4 }; /* weight rows per tile: independent FMA chains, and a tile that stays in L1 */
 
@@ -79,33 +79,50 @@ static void dot_rows(kn_dtype dt, const float *a, const char *w, int64_t ldw_byt
     }
 }
 
+typedef struct skinny_job {
+    kn_dtype dt;
+    const float *af; /* a widened, [M, K] */
+    const char *w;
+    void *c;
+    int64_t ldw, M, N, K;
+    bool avx512;
+} skinny_job;
+
+/* Tiles [begin, end) of ROWS weight rows each; a tile's rows stay in cache across a's M rows. */
+static void skinny_tiles(void *ctx, int64_t begin, int64_t end, int chunk) {
+    const skinny_job *j = ctx;
+    const int64_t es = j->dt == KN_F32 ? 4 : 2;
+    for (int64_t t = begin; t < end; t++) {
+        const int64_t n0 = t * ROWS;
+        const int nr = j->N - n0 < ROWS ? (int)(j->N - n0) : ROWS;
+        for (int64_t i = 0; i < j->M; i++) {
+            float y[ROWS];
+            dot_rows(j->dt, j->af + i * j->K, j->w + n0 * j->ldw * es, j->ldw * es, nr, j->K, y, j->avx512);
+            for (int r = 0; r < nr; r++) {
+                int64_t o = i * j->N + n0 + r;
+                if (j->dt == KN_F32) ((float *)j->c)[o] = y[r];
+                else
+                    ((uint16_t *)j->c)[o] =
+                        j->dt == KN_BF16 ? kn_half_from_f32_bf16(y[r]) : kn_half_from_f32_f16(y[r]);
+            }
+        }
+    }
+}
+
 bool kn_cpu_skinny(kn_dtype dt, const void *a, int64_t ars, int64_t acs, const void *w, int64_t ldw, void *c,
                    int64_t M, int64_t N, int64_t K) {
     float *af = malloc(sizeof(float) * (size_t)(M * K));
     if (!af) return false;
     for (int64_t i = 0; i < M; i++)
         for (int64_t k = 0; k < K; k++) af[i * K + k] = load_one(dt, a, i * ars + k * acs);
-    const int64_t es = dt == KN_F32 ? 4 : 2;
-    const int64_t tiles = (N + ROWS - 1) / ROWS;
 #ifdef KN_SKINNY_AVX512
     const bool avx512 = __builtin_cpu_supports("avx512f");
 #else
     const bool avx512 = false;
 #endif
-    _Pragma("omp parallel for num_threads(kn_cpu_threads_for(M * N * K / 4)) schedule(static)")
-    for (int64_t t = 0; t < tiles; t++) {
-        const int64_t n0 = t * ROWS;
-        const int nr = N - n0 < ROWS ? (int)(N - n0) : ROWS;
-        for (int64_t i = 0; i < M; i++) { /* the tile's rows stay in cache across the M rows of a */
-            float y[ROWS];
-            dot_rows(dt, af + i * K, (const char *)w + n0 * ldw * es, ldw * es, nr, K, y, avx512);
-            for (int r = 0; r < nr; r++) {
-                int64_t o = i * N + n0 + r;
-                if (dt == KN_F32) ((float *)c)[o] = y[r];
-                else ((uint16_t *)c)[o] = dt == KN_BF16 ? kn_half_from_f32_bf16(y[r]) : kn_half_from_f32_f16(y[r]);
-            }
-        }
-    }
+    skinny_job job = {dt, af, w, c, ldw, M, N, K, avx512};
+    const int64_t tiles = (N + ROWS - 1) / ROWS;
+    kn_parallel_for(tiles, M * K * ROWS / 4, skinny_tiles, &job);
     free(af);
     return true;
 }
