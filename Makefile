@@ -54,7 +54,7 @@ $(CLANG_BUILD)/Makefile:
 test-clang: deps $(CLANG_BUILD)/Makefile
 	cmake --build $(CLANG_BUILD) -j $(JOBS)
 	cd $(CLANG_BUILD) && ctest --output-on-failure -j $(JOBS) \
-		-R '^(test_fused|test_elementwise|test_tokenizer|test_cache|test_omp_wait_policy|cli_smoke)$$'
+		-R '^(test_fused|test_elementwise|test_tokenizer|test_cache|test_thread_count|cli_smoke)$$'
 
 # libFuzzer (clang) on each loader for FUZZ_SECONDS (docs/fuzzing.md); FUZZ_TARGETS picks some.
 $(FUZZ_BUILD)/Makefile:
