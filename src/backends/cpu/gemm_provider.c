@@ -2,7 +2,10 @@
  * reference loop. */
 #include "backends/cpu/gemm_provider.h"
 
+#include <cblas.h>
+#include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,8 +99,18 @@ static kn_gemm_provider measure(kn_dtype dt, kn_device dev) {
     return best;
 }
 
-/* openblas for f32 and f64; the measured faster one for a 16-bit dtype oneDNN has. */
+bool kn_gemm_openblas_lacks_avx512(void) {
+    if (!__builtin_cpu_supports("avx512f")) return false;
+    char core[64];
+    snprintf(core, sizeof core, "%s", openblas_get_corename());
+    for (char *c = core; *c; c++) *c = (char)tolower((unsigned char)*c);
+    return !strstr(core, "skylakex") && !strstr(core, "cooperlake") && !strstr(core, "sapphire");
+}
+
+/* f32: onednn where OpenBLAS lacks this CPU's AVX-512, else openblas; f64: openblas; a 16-bit
+ * dtype oneDNN has: the measured faster one. */
 static kn_gemm_provider default_for(kn_dtype dt, kn_device dev) {
+    if (dt == KN_F32) return kn_gemm_onednn_has(dt) && kn_gemm_openblas_lacks_avx512() ? KN_GEMM_ONEDNN : KN_GEMM_OPENBLAS;
     if ((dt != KN_BF16 && dt != KN_F16) || !kn_gemm_onednn_has(dt)) return KN_GEMM_OPENBLAS;
     int m = __atomic_load_n(&measured[dt], __ATOMIC_ACQUIRE);
     if (m) return (kn_gemm_provider)(m - 1);

@@ -2,10 +2,12 @@
  * directly, 16-bit floats widened to f32; k_linalg.c), onednn (f32, bf16 and f16 where this
  * oneDNN has them; gemm_onednn.c) or ref (a plain loop with float64 accumulation, for checks).
  * KILN_GEMM=openblas|onednn|ref forces one for every dtype it has; a dtype it lacks takes the
- * default and counts a fallback. The default (docs/decisions.md, "oneDNN as a matmul provider"):
- * openblas for f32 and f64 (f32 results stay as they were); for bf16 and f16, when oneDNN has
- * the dtype, the faster of openblas and onednn on one representative product timed at the
- * dtype's first use (about a millisecond, once per process). The decode path
+ * default and counts a fallback. The default (docs/decisions.md, "oneDNN as a matmul provider",
+ * "kiln's thread pool"): f32 on onednn where this OpenBLAS runs kernels without the CPU's
+ * AVX-512 (a fixed rule, so f32 results are the same in every run on a machine), else openblas;
+ * f64 on openblas; for bf16 and f16, when oneDNN has the dtype, the faster of openblas and
+ * onednn on one representative product timed at the dtype's first use (about a millisecond,
+ * once per process). The decode path
  * (k_linalg_skinny.c) and integer products stay outside. */
 #ifndef KILN_BACKENDS_CPU_GEMM_PROVIDER_H
 #define KILN_BACKENDS_CPU_GEMM_PROVIDER_H
@@ -48,6 +50,10 @@ void kn_gemm_counts_get(kn_gemm_counts *out);
 void kn_gemm_counts_reset(void);
 /* Reads KILN_GEMM again (it is read once, at first use; tests change it). */
 void kn_gemm_reload(void);
+
+/* Whether the CPU has AVX-512 and OpenBLAS's kernels for it do not use it (Debian's 0.3.21 runs
+ * its Haswell kernels on AMD Zen 4, at about half oneDNN's f32 rate). */
+bool kn_gemm_openblas_lacks_avx512(void);
 
 /* Whether the provider can run products of dt in this build on this CPU. */
 bool kn_gemm_has(kn_gemm_provider p, kn_dtype dt);
