@@ -153,8 +153,26 @@ static void test_integer_inputs_mix(void) {
     kn_scope_pop();
 }
 
+/* A linear layer's parameters get their gradients as computed, not copies: the backward of
+ * sum(linear(x, w, b)) on the meta backend traces no copy op (it traced one per parameter). */
+static void test_leaf_gradients_are_not_copied(void) {
+    kn_scope_push();
+    kn_set_default_device(KN_META);
+    kn_meta_trace_reset();
+    kn_tensor *x = kn_zeros(KN_SHAPE(8, 16, 32), KN_F32);
+    kn_tensor *w = kn_requires_grad(kn_zeros(KN_SHAPE(64, 32), KN_F32), true);
+    kn_tensor *b = kn_requires_grad(kn_zeros(KN_SHAPE(64), KN_F32), true);
+    kn_tensor *y = kn_sum(kn_linear(x, w, b), KN_ALL_DIMS, false);
+    CHECK(kn_backward(y) == KN_OK);
+    CHECK(kn_grad(w) && kn_grad(b));
+    CHECK_MSG(kn_meta_trace_op_count("copy") == 0, "%lld copies traced", (long long)kn_meta_trace_op_count("copy"));
+    kn_set_default_device(KN_CPU);
+    kn_scope_pop();
+}
+
 int main(void) {
     RUN(test_chain_and_reuse);
+    RUN(test_leaf_gradients_are_not_copied);
     RUN(test_accumulates_until_zeroed);
     RUN(test_retain_graph);
     RUN(test_no_grad_and_detach);

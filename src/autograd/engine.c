@@ -109,7 +109,9 @@ static kn_status run_node(kn_ag_node *n, node_list *ready) {
     bool needs_small[KN_NODE_MAX_IN];
     kn_tensor **gin = n->n_in <= KN_NODE_MAX_IN ? gin_small : calloc((size_t)n->n_in, sizeof *gin);
     bool *needs = n->n_in <= KN_NODE_MAX_IN ? needs_small : calloc((size_t)n->n_in, sizeof *needs);
-    if (!gin || !needs) st = kn_error(KN_ERR_OOM, "backward: out of host memory");
+    kn_tensor *leaf_small[KN_NODE_MAX_IN] = {0};
+    kn_tensor **leaf = n->n_in <= KN_NODE_MAX_IN ? leaf_small : calloc((size_t)n->n_in, sizeof *leaf);
+    if (!gin || !needs || !leaf) st = kn_error(KN_ERR_OOM, "backward: out of host memory");
     kn_scope_push();
     if (st == KN_OK && any) {
         for (int i = 0; i < n->n_in; i++) needs[i] = n->next[i] != NULL;
@@ -133,8 +135,8 @@ static kn_status run_node(kn_ag_node *n, node_list *ready) {
             st = kn_last_status();
             break;
         }
-        if (!m->grad_fn) {
-            if (g) st = accumulate(&m->grad, g, true);
+        if (!m->grad_fn) { /* a leaf's gradient is kept past the scope, which drops its other views */
+            if (g) leaf[i] = kn_tensor_incref(g);
             continue;
         }
         kn_ag_node *next = m->grad_fn;
@@ -143,7 +145,19 @@ static kn_status run_node(kn_ag_node *n, node_list *ready) {
             st = kn_error(KN_ERR_OOM, "backward: out of host memory");
     }
     kn_scope_pop();
+    for (int j = 0; j < KN_NODE_MAX_OUT; j++) { /* consumed; a view's input gradient may share them */
+        kn_release(n->gbuf[j]);
+        n->gbuf[j] = NULL;
+    }
+    /* Leaves last: once the scope and the output gradients have dropped the intermediates, a
+     * gradient whose storage nothing else holds becomes the leaf's .grad as it is, instead of
+     * a copy (one per parameter and step). */
+    for (int i = 0; leaf && i < n->n_in; i++) {
+        if (leaf[i] && st == KN_OK) st = accumulate(&n->next[i]->grad, leaf[i], true);
+        if (leaf[i]) kn_tensor_decref(leaf[i]);
+    }
     if (gin != gin_small) free(gin);
+    if (leaf != leaf_small) free(leaf);
     if (needs != needs_small) free(needs);
     if (st != KN_OK && kn_last_status() != KN_OK && !strstr(kn_last_error(), "backward"))
         kn_error(st, "backward of %s: %s", node_name(n), kn_last_error());
@@ -183,10 +197,6 @@ kn_status kn_backward_ex(kn_tensor *root, kn_tensor *seed, bool retain_graph) {
         while (st == KN_OK && ready.count) {
             kn_ag_node *n = ready.items[--ready.count];
             st = run_node(n, &ready);
-            for (int j = 0; j < KN_NODE_MAX_OUT; j++) {
-                kn_release(n->gbuf[j]);
-                n->gbuf[j] = NULL;
-            }
             if (st == KN_OK && !retain_graph) {
                 kn_ag_node_free_saved(n);
                 n->released = true;
