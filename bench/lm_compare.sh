@@ -7,8 +7,11 @@
 # Usage: sh bench/lm_compare.sh DIR [build-dir]
 #   DIR holds the checkpoints (made once by bench/lm_make_checkpoints.py; ~0.5 GB, keep it out
 #   of the repo) and their GGUF conversions.
-#   LLAMA_CPP: a llama.cpp source tree with convert_hf_to_gguf.py and build/bin/llama-bench
-#   (skipped when unset). MODELS="stories15m llama110m", REPS=3, PROMPT=128, GEN=64 by default.
+#   LLAMA_CPP: a llama.cpp source tree with convert_hf_to_gguf.py and build/bin/llama-bench;
+#   when unset, bench/build_llama_cpp.sh builds one from the llama-cpp-python sdist (once, kept
+#   in ~/.cache/kiln-bench); LLAMA_CPP=none skips llama.cpp.
+#   MODELS="stories15m llama110m", REPS=3, PROMPT=128, GEN=64 by default.
+#   Every runtime runs with its own threading defaults (no OMP_WAIT_POLICY or the like).
 set -u
 DIR=${1:?usage: sh bench/lm_compare.sh DIR [build-dir]}
 BUILD=${2:-build}
@@ -18,12 +21,11 @@ REPS=${REPS:-3}
 PROMPT=${PROMPT:-128}
 GEN=${GEN:-64}
 THREADS=2
-# All three runtimes run their threads through libgomp (llama.cpp's ggml is built with
-# OpenMP too). Its default spin-wait after each parallel region burns the cores that other
-# threads (kiln's host thread, other processes on a shared machine) need: on this 2-core
-# machine shared with other jobs, kiln's decode ran ~5x slower with it. Passive waiting is the
-# default here, for every runtime alike; OMP_WAIT_POLICY=active (or unset by hand) to compare.
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+if [ -z "${LLAMA_CPP:-}" ]; then
+    LLAMA_CPP=$(sh "$HERE/build_llama_cpp.sh") || { echo "lm_compare: building llama.cpp failed" >&2; exit 1; }
+fi
+[ "$LLAMA_CPP" = none ] && LLAMA_CPP=
+echo "lm_compare: $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 OUT="$DIR/results"
 mkdir -p "$OUT"
 rm -f "$OUT"/*.jsonl
@@ -110,6 +112,7 @@ for model in models:
                 cmp = (f"  {ratio(r, lc, 'prefill') + ' / ' + ratio(r, lc, 'decode'):>15}"
                        f"  {ratio(r, tf, 'prefill') + ' / ' + ratio(r, tf, 'decode'):>17}")
             print(f"{model:<11} {dtype:<5} {name:<19} {num(r, 'prefill'):>13} {num(r, 'decode'):>12}{cmp}")
+print("load average at the end:", open("/proc/loadavg").read().split()[:3])
 print("\nratios: prefill / decode, kiln over the other runtime at the same dtype (> 1: kiln is faster)")
 commits = {r.get('commit') for r in rows if r['impl'] == 'llama.cpp' and r.get('commit')}
 if commits:

@@ -66,12 +66,15 @@ static kn_tensor *conform(kn_tensor *g, kn_shape shape, kn_dtype dtype) {
 }
 
 /* Adds g into *slot (an unscoped handle owned by the engine or a leaf). A leaf's first
- * gradient takes g over when nothing else holds its storage; otherwise it gets a copy, so
- * two leaves never share one gradient buffer. */
+ * gradient takes g over when it is contiguous and its memory is not already a leaf's .grad or
+ * the caller's seed; otherwise it gets a copy, so two leaves never share one gradient buffer
+ * and a seed stays the caller's. Other references to g's memory are backward's own (views made
+ * on the way, the node still computing it on a stream), and backward never writes into a
+ * gradient once made, so waiting for them to go would only cost a copy of every gradient. */
 static kn_status accumulate(kn_tensor **slot, kn_tensor *g, bool own_storage) {
     kn_tensor *sum = g;
     if (*slot) sum = kn_add(*slot, g);
-    else if (own_storage && (!kn_is_contiguous(g) || atomic_load(&g->storage->refs) > 1)) sum = kn_clone(g);
+    else if (own_storage && (!kn_is_contiguous(g) || atomic_exchange(&g->storage->grad_taken, true))) sum = kn_clone(g);
     if (!sum) return kn_last_status();
     kn_tensor *kept = kn_ag_detached(sum);
     if (!kept) return kn_last_status();
@@ -109,9 +112,7 @@ static kn_status run_node(kn_ag_node *n, node_list *ready) {
     bool needs_small[KN_NODE_MAX_IN];
     kn_tensor **gin = n->n_in <= KN_NODE_MAX_IN ? gin_small : calloc((size_t)n->n_in, sizeof *gin);
     bool *needs = n->n_in <= KN_NODE_MAX_IN ? needs_small : calloc((size_t)n->n_in, sizeof *needs);
-    kn_tensor *leaf_small[KN_NODE_MAX_IN] = {0};
-    kn_tensor **leaf = n->n_in <= KN_NODE_MAX_IN ? leaf_small : calloc((size_t)n->n_in, sizeof *leaf);
-    if (!gin || !needs || !leaf) st = kn_error(KN_ERR_OOM, "backward: out of host memory");
+    if (!gin || !needs) st = kn_error(KN_ERR_OOM, "backward: out of host memory");
     kn_scope_push();
     if (st == KN_OK && any) {
         for (int i = 0; i < n->n_in; i++) needs[i] = n->next[i] != NULL;
@@ -135,8 +136,8 @@ static kn_status run_node(kn_ag_node *n, node_list *ready) {
             st = kn_last_status();
             break;
         }
-        if (!m->grad_fn) { /* a leaf's gradient is kept past the scope, which drops its other views */
-            if (g) leaf[i] = kn_tensor_incref(g);
+        if (!m->grad_fn) {
+            if (g) st = accumulate(&m->grad, g, true);
             continue;
         }
         kn_ag_node *next = m->grad_fn;
@@ -145,19 +146,7 @@ static kn_status run_node(kn_ag_node *n, node_list *ready) {
             st = kn_error(KN_ERR_OOM, "backward: out of host memory");
     }
     kn_scope_pop();
-    for (int j = 0; j < KN_NODE_MAX_OUT; j++) { /* consumed; a view's input gradient may share them */
-        kn_release(n->gbuf[j]);
-        n->gbuf[j] = NULL;
-    }
-    /* Leaves last: once the scope and the output gradients have dropped the intermediates, a
-     * gradient whose storage nothing else holds becomes the leaf's .grad as it is, instead of
-     * a copy (one per parameter and step). */
-    for (int i = 0; leaf && i < n->n_in; i++) {
-        if (leaf[i] && st == KN_OK) st = accumulate(&n->next[i]->grad, leaf[i], true);
-        if (leaf[i]) kn_tensor_decref(leaf[i]);
-    }
     if (gin != gin_small) free(gin);
-    if (leaf != leaf_small) free(leaf);
     if (needs != needs_small) free(needs);
     if (st != KN_OK && kn_last_status() != KN_OK && !strstr(kn_last_error(), "backward"))
         kn_error(st, "backward of %s: %s", node_name(n), kn_last_error());
@@ -184,6 +173,7 @@ kn_status kn_backward_ex(kn_tensor *root, kn_tensor *seed, bool retain_graph) {
     bool was_enabled = kn_set_grad_enabled(false);
     kn_scope_push();
     kn_tensor *g = seed ? seed : kn_ones_like(root);
+    if (seed) atomic_store(&seed->storage->grad_taken, true); /* the caller's: never a .grad as it is */
     kn_status st = g ? KN_OK : kn_last_status();
     kn_ag_meta *m = root->ag;
     node_list all = {0}, ready = {0};
@@ -197,6 +187,10 @@ kn_status kn_backward_ex(kn_tensor *root, kn_tensor *seed, bool retain_graph) {
         while (st == KN_OK && ready.count) {
             kn_ag_node *n = ready.items[--ready.count];
             st = run_node(n, &ready);
+            for (int j = 0; j < KN_NODE_MAX_OUT; j++) {
+                kn_release(n->gbuf[j]);
+                n->gbuf[j] = NULL;
+            }
             if (st == KN_OK && !retain_graph) {
                 kn_ag_node_free_saved(n);
                 n->released = true;

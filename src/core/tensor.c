@@ -28,6 +28,7 @@ static void storage_header_init(kn_storage *s, kn_device device, kn_backend *b, 
     s->release = release;
     s->release_ctx = ctx;
     atomic_init(&s->version, 0);
+    atomic_init(&s->grad_taken, false);
 }
 
 kn_storage *kn_storage_new_deferred(const char *op, kn_device device, size_t bytes) {

@@ -28,6 +28,9 @@ typedef struct kn_storage {
     void (*release)(void *ctx);
     void *release_ctx;
     atomic_uint version; /* bumped by every in-place write, so autograd can refuse stale saves */
+    /* A leaf's .grad took this memory over, or a caller passed it as backward's seed: a later
+     * gradient in it becomes a leaf's .grad only as a copy (autograd/engine.c). */
+    atomic_bool grad_taken;
 } kn_storage;
 
 struct kn_tensor {

@@ -23,7 +23,10 @@ static kn_status clip(kn_tensor *const *params, kn_tensor **grads, int m, double
     kn_dtype d = total_dtype(grads, m);
     /* Sums of squares (a multiply and a parallel sum; one fused pass in fused mode), not
      * kn_norm, whose single long row runs on one thread. */
-    for (int k = 0; k < m; k++) norms[k] = kn_cast(kn_sum(kn_mul(grads[k], grads[k]), KN_ALL_DIMS, false), d);
+    for (int k = 0; k < m; k++) {
+        norms[k] = kn_sum(kn_mul(grads[k], grads[k]), KN_ALL_DIMS, false);
+        if (norms[k] && kn_dtype_of(norms[k]) != d) norms[k] = kn_cast(norms[k], d); /* a cast to its own dtype is a copy */
+    }
     kn_tensor *total = m ? kn_sqrt(kn_sum(kn_stack(norms, m, 0), KN_ALL_DIMS, false)) : NULL;
     free(norms);
     double t = 0;
