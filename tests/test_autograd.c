@@ -1,6 +1,7 @@
 /* The autograd engine: recording, views, accumulation, graph lifetime and its errors. The
  * gradients of individual ops are checked by test_grad_*.c. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "gradcheck.h"
 
@@ -94,7 +95,28 @@ static void test_seeded_root_and_leaf_root(void) {
     CHECK(grad_at(x, 2) == 9);
     kn_tensor *s = kn_requires_grad(kn_full(KN_SHAPE0, 2, KN_F32), true);
     CHECK(kn_backward(s) == KN_OK && grad_at(s, 0) == 1);
+    /* A leaf root's seed stays the caller's: writing it later leaves the gradient alone. */
+    kn_tensor *r = leaf(KN_SHAPE(3)), *rs = tensor_from(seed, KN_SHAPE(3), KN_F64);
+    CHECK(kn_backward_ex(r, rs, false) == KN_OK);
+    CHECK(kn_init_constant_(rs, 7) == KN_OK && grad_at(r, 1) == 2);
     kn_scope_pop();
+}
+
+/* One gradient that flows to two leaves (an add's backward hands both the same tensor) gives
+ * each its own buffer: writing one leaves the other alone. */
+static void test_two_leaves_never_share_a_gradient(void) {
+    const kn_mode modes[] = {KN_MODE_STRICT, KN_MODE_DEBUG};
+    for (int m = 0; m < 2; m++) {
+        kn_set_mode(modes[m]);
+        kn_scope_push();
+        kn_tensor *a = leaf(KN_SHAPE(5)), *b = leaf(KN_SHAPE(5));
+        CHECK(kn_backward(kn_sum(kn_add(a, b), KN_ALL_DIMS, false)) == KN_OK);
+        kn_tensor *ga = kn_grad(a);
+        CHECK(kn_init_constant_(ga, 5) == KN_OK);
+        CHECK_MSG(grad_at(b, 3) == 1 && grad_at(a, 3) == 5, "%s mode", kn_mode_name(modes[m]));
+        kn_scope_pop();
+    }
+    kn_set_mode(KN_MODE_STRICT);
 }
 
 /* Views: each kind maps the gradient back, including overlapping windows. */
@@ -154,20 +176,46 @@ static void test_integer_inputs_mix(void) {
 }
 
 /* A linear layer's parameters get their gradients as computed, not copies: the backward of
- * sum(linear(x, w, b)) on the meta backend traces no copy op (it traced one per parameter). */
+ * sum(linear(x, w, b)) traces no copy op on the meta backend, and runs no copy kernel on the
+ * cpu in strict mode (where the node still computing a gradient holds its memory too) or
+ * debug mode. It used to copy every parameter's gradient. */
+static int64_t copies_run(kn_profile_row *rows, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(rows[i].op, "copy") == 0) return rows[i].calls;
+    return 0;
+}
+
 static void test_leaf_gradients_are_not_copied(void) {
-    kn_scope_push();
-    kn_set_default_device(KN_META);
-    kn_meta_trace_reset();
-    kn_tensor *x = kn_zeros(KN_SHAPE(8, 16, 32), KN_F32);
-    kn_tensor *w = kn_requires_grad(kn_zeros(KN_SHAPE(64, 32), KN_F32), true);
-    kn_tensor *b = kn_requires_grad(kn_zeros(KN_SHAPE(64), KN_F32), true);
-    kn_tensor *y = kn_sum(kn_linear(x, w, b), KN_ALL_DIMS, false);
-    CHECK(kn_backward(y) == KN_OK);
-    CHECK(kn_grad(w) && kn_grad(b));
-    CHECK_MSG(kn_meta_trace_op_count("copy") == 0, "%lld copies traced", (long long)kn_meta_trace_op_count("copy"));
-    kn_set_default_device(KN_CPU);
-    kn_scope_pop();
+    const kn_device devices[] = {KN_META, KN_CPU, KN_CPU};
+    const kn_mode modes[] = {KN_MODE_STRICT, KN_MODE_STRICT, KN_MODE_DEBUG};
+    for (int c = 0; c < 3; c++) {
+        kn_scope_push();
+        kn_set_default_device(devices[c]);
+        kn_set_mode(modes[c]);
+        kn_meta_trace_reset();
+        kn_tensor *x = kn_ones(KN_SHAPE(8, 16, 32), KN_F32);
+        kn_tensor *w = kn_requires_grad(kn_ones(KN_SHAPE(64, 32), KN_F32), true);
+        kn_tensor *b = kn_requires_grad(kn_ones(KN_SHAPE(64), KN_F32), true);
+        kn_tensor *y = kn_sum(kn_linear(x, w, b), KN_ALL_DIMS, false);
+        kn_sync();
+        kn_profile_start();
+        CHECK(kn_backward(y) == KN_OK);
+        kn_sync();
+        kn_profile_stop();
+        kn_profile_row rows[64];
+        int n = kn_profile_rows(rows, 64);
+        int64_t copies = devices[c].type == KN_META.type ? kn_meta_trace_op_count("copy") : copies_run(rows, n < 64 ? n : 64);
+        CHECK_MSG(copies == 0, "%s, %s mode: %lld copies", devices[c].type == KN_META.type ? "meta" : "cpu",
+                  kn_mode_name(modes[c]), (long long)copies);
+        if (devices[c].type != KN_META.type) { /* and the gradients are right: dw = 128, db = 128 */
+            double *gw = read_f64(kn_grad(w)), *gb = read_f64(kn_grad(b));
+            CHECK(gw && gb && gw[0] == 128 && gw[64 * 32 - 1] == 128 && gb[0] == 128 && gb[63] == 128);
+            free(gw), free(gb);
+        }
+        kn_set_default_device(KN_CPU);
+        kn_set_mode(KN_MODE_STRICT);
+        kn_scope_pop();
+    }
 }
 
 int main(void) {
@@ -178,6 +226,7 @@ int main(void) {
     RUN(test_no_grad_and_detach);
     RUN(test_bad_uses);
     RUN(test_seeded_root_and_leaf_root);
+    RUN(test_two_leaves_never_share_a_gradient);
     RUN(test_views_and_broadcasting);
     RUN(test_graph_is_freed);
     RUN(test_integer_inputs_mix);
