@@ -32,6 +32,19 @@ FAMILIES = {
     "cross_entropy_backward": ("aten::_log_softmax_backward_data", "aten::nll_loss_backward"),
     "embedding": ("aten::embedding", "aten::index_select"),
     "embedding_backward": ("aten::embedding_backward", "aten::embedding_dense_backward", "aten::index_add_"),
+    "conv2d": ("aten::conv2d", "aten::convolution", "aten::_convolution", "aten::mkldnn_convolution",
+               "aten::thnn_conv2d", "aten::_slow_conv2d_forward", "aten::_nnpack_spatial_convolution"),
+    "conv2d_backward": ("aten::convolution_backward", "aten::mkldnn_convolution_backward",
+                        "aten::_slow_conv2d_backward"),
+    "batch_norm": ("aten::batch_norm", "aten::_batch_norm_impl_index", "aten::native_batch_norm",
+                   "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit_functional"),
+    "batch_norm_backward": ("aten::native_batch_norm_backward",),
+    "relu": ("aten::relu", "aten::relu_", "aten::clamp_min", "aten::clamp_min_"),
+    "relu_backward": ("aten::threshold_backward",),
+    "max_pool2d": ("aten::max_pool2d", "aten::max_pool2d_with_indices"),
+    "max_pool2d_backward": ("aten::max_pool2d_with_indices_backward",),
+    "adaptive_avg_pool2d": ("aten::adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d", "aten::mean",
+                            "aten::_adaptive_avg_pool2d_backward"),
     "elementwise": ("aten::add", "aten::add_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
                     "aten::sub", "aten::neg", "aten::pow", "aten::tanh", "aten::fill_", "aten::zero_",
                     "aten::zeros", "aten::ones", "aten::sum", "aten::randint", "aten::random_", "aten::tanh_backward",
@@ -41,7 +54,10 @@ BY_OP = {op: fam for fam, ops in FAMILIES.items() for op in ops}
 
 # kiln's op names folded the same way (its backward and optimizer ops have their own names).
 KILN = {"add": "elementwise", "mul": "elementwise", "mul_scalar": "elementwise", "div_scalar": "elementwise",
-        "sum": "elementwise", "fill": "elementwise", "sqrt": "elementwise", "cat": "copy"}
+        "sum": "elementwise", "fill": "elementwise", "sqrt": "elementwise", "cat": "copy",
+        "sub": "elementwise", "add_scalar": "elementwise", "rsqrt": "elementwise", "mean": "batch_norm",
+        "var": "batch_norm", "conv_transpose2d": "conv2d_backward", "conv2d_backward_weight": "conv2d_backward",
+        "max_pool2d_backward": "max_pool2d_backward", "adaptive_avg_pool2d_backward": "adaptive_avg_pool2d"}
 
 
 def torch_family(name):
