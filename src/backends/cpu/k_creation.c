@@ -8,6 +8,7 @@ typedef struct gen_ctx {
     void *base;
     kn_dtype dt;
     double a, b, step;              /* fill: a; ranges: start a, end b, step; rand: low a, span b */
+    double top;                     /* rand: the dtype's largest value below high */
     int64_t count, half, cols, lo; /* linspace: count, half; eye: cols; randint: lo */
     uint64_t seed, off, span;       /* philox draws; randint: span */
     const double *p;                /* bernoulli's probabilities, or NULL */
@@ -72,10 +73,20 @@ static kn_status eye_kernel(kn_node *n) {
     return generate(n->out[0], &g, eye_chunk);
 }
 
-GENERATOR(rand, g->a + g->b * kn_philox_uniform(kn_philox(g->seed, g->off + (uint64_t)i)))
+/* A draw close enough to high rounds up to it in f32 or f64: such draws take the largest value
+ * below high, so that draws stay in [low, high) (the 16-bit formats round as they must). */
+static double rand_value(const gen_ctx *g, int64_t i) {
+    double v = g->a + g->b * kn_philox_uniform(kn_philox(g->seed, g->off + (uint64_t)i));
+    return v > g->top && g->top >= g->a ? g->top : v;
+}
+
+GENERATOR(rand, rand_value(g, i))
 static kn_status rand_kernel(kn_node *n) {
-    double lo = KN_ATTRS(n, rand)->low;
-    gen_ctx g = {.seed = n->rng_seed, .off = n->rng_offset, .a = lo, .b = KN_ATTRS(n, rand)->high - lo};
+    double lo = KN_ATTRS(n, rand)->low, hi = KN_ATTRS(n, rand)->high;
+    kn_dtype dt = n->out[0]->dtype;
+    double top = dt == KN_F64 ? nextafter(hi, -INFINITY) : INFINITY;
+    if (dt == KN_F32) top = (double)(float)hi < hi ? (float)hi : nextafterf((float)hi, -INFINITY);
+    gen_ctx g = {.seed = n->rng_seed, .off = n->rng_offset, .a = lo, .b = hi - lo, .top = top};
     return generate(n->out[0], &g, rand_chunk);
 }
 
