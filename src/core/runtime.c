@@ -77,10 +77,10 @@ static kn_status parse_shadow(const char *text, const char *what, int *code) {
  * shared cores"). libomp reads KMP_BLOCKTIME when it is first used, which is here; the variable
  * then leaves the environment again, so the program's and its children's stay the user's. */
 static void openmp_waits_passively(void) {
-    if (getenv("OMP_WAIT_POLICY") || getenv("KMP_BLOCKTIME")) return;
-    setenv("KMP_BLOCKTIME", "0", 0);
-    (void)omp_get_max_threads(); /* libomp starts and reads it */
-    unsetenv("KMP_BLOCKTIME");
+    bool chosen = getenv("OMP_WAIT_POLICY") || getenv("KMP_BLOCKTIME");
+    if (!chosen) setenv("KMP_BLOCKTIME", "0", 0);
+    (void)omp_get_max_threads(); /* libomp starts and reads it (no creation kernel starts it now) */
+    if (!chosen) unsetenv("KMP_BLOCKTIME");
 }
 
 /* The cores this process may run on (its affinity mask, which taskset and containers set). */
