@@ -212,6 +212,21 @@ static void test_random_distributions(void) {
     free(b);
 }
 
+/* Draws within half a float step of high would round up to it: they stay below high. Over
+ * [2^24 - 1, 2^24) half the draws are that close in f32; in f64 the span makes the top draw
+ * round up. */
+static void test_uniform_stays_below_high(void) {
+    const double two24 = 16777216.0;
+    double *f = read_f64(kn_uniform(KN_SHAPE(1000), two24 - 1, two24, KN_F32));
+    CHECK(f);
+    for (int i = 0; f && i < 1000; i++) CHECK_MSG(f[i] == two24 - 1, "f32 draw %d is %.17g", i, f[i]);
+    free(f);
+    double *d = read_f64(kn_uniform(KN_SHAPE(1000), 1.0, 1.0 + 0x1p-51, KN_F64));
+    CHECK(d);
+    for (int i = 0; d && i < 1000; i++) CHECK_MSG(d[i] >= 1.0 && d[i] < 1.0 + 0x1p-51, "f64 draw %d is %.17g", i, d[i]);
+    free(d);
+}
+
 static void test_random_errors(void) {
     CHECK_ERROR(kn_randint(5, 5, KN_SHAPE(3), KN_I64) != NULL, KN_ERR_ARG, "low");
     CHECK_ERROR(kn_randint(6, 5, KN_SHAPE(3), KN_I64) != NULL, KN_ERR_ARG, "randint");
@@ -234,6 +249,7 @@ int main(void) {
     RUN(test_linspace_and_eye);
     RUN(test_random_is_reproducible_across_modes_and_threads);
     RUN(test_random_distributions);
+    RUN(test_uniform_stays_below_high);
     RUN(test_random_errors);
     return test_summary();
 }

@@ -330,6 +330,31 @@ static void test_integer_domain_errors(void) {
     CHECK_ERROR(kn_softplus(x, 0, 20) != NULL, KN_ERR_ARG, "softplus");
 }
 
+/* A domain error found by a chunk that runs on a pool worker is raised on the calling thread:
+ * the zero divisor is the last of 2^18 elements, far past the first chunk. The quotient is
+ * chained into an add and into a sum (one long row), so fused mode runs it in both kinds of
+ * generated kernel. */
+static void test_domain_error_in_a_far_chunk(void) {
+    enum { N = 1 << 18 };
+    int threads = kn_get_num_threads();
+    kn_set_num_threads(4);
+    double *v = malloc(N * sizeof *v);
+    CHECK(v);
+    if (!v) return;
+    for (int i = 0; i < N; i++) v[i] = 1;
+    kn_tensor *x = tensor_from(v, KN_SHAPE(N), KN_I32);
+    v[N - 1] = 0;
+    kn_tensor *y = tensor_from(v, KN_SHAPE(N), KN_I32);
+    free(v);
+    kn_mode saved = debug_checks_off(); /* strict mode's deferred report */
+    kn_add(kn_floor_divide(x, y), x);
+    CHECK_ERROR(kn_sync() == KN_OK, KN_ERR_ARG, "integer division by zero");
+    kn_sum(kn_floor_divide(x, y), KN_ALL_DIMS, false);
+    CHECK_ERROR(kn_sync() == KN_OK, KN_ERR_ARG, "integer division by zero");
+    debug_checks_restore(saved);
+    kn_set_num_threads(threads);
+}
+
 static void test_nan_propagation(void) {
     kn_tensor *x = tensor_from((double[]){NAN, 1, NAN, -INFINITY}, KN_SHAPE(4), KN_F32);
     kn_tensor *y = tensor_from((double[]){2, NAN, NAN, 0}, KN_SHAPE(4), KN_F32);
@@ -592,6 +617,7 @@ int main(void) {
     RUN(test_binary_ops_every_dtype_and_broadcast);
     RUN(test_python_integer_division);
     RUN(test_integer_domain_errors);
+    RUN(test_domain_error_in_a_far_chunk);
     RUN(test_nan_propagation);
     RUN(test_rounding_an_integer_tensor_keeps_it);
     RUN(test_clamp_is_min_of_max_as_in_pytorch);

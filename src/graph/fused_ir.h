@@ -58,9 +58,20 @@ typedef struct kn_fused_ir {
     int n_pro;
 } kn_fused_ir;
 
+/* The thread pool as a generated kernel sees it (core/thread_pool.h's kn_parallel_chunks and
+ * kn_parallel_run): pointers, since a kernel loaded with dlopen cannot count on resolving
+ * kiln's symbols. The code generator emits this very text, so the two sides cannot drift. */
+#define KN_FUSED_POOL_TYPES                                                                         \
+    typedef void (*kn_fused_chunk_fn)(void *ctx, int64_t begin, int64_t end, int chunk);            \
+    typedef struct kn_fused_pool {                                                                  \
+        int (*chunks)(int64_t n, int64_t cost);                                                     \
+        void (*run)(int64_t n, int chunks, kn_fused_chunk_fn fn, void *ctx);                        \
+    } kn_fused_pool;
+KN_FUSED_POOL_TYPES
+
 /* The launch arguments of one generated kernel: operand pointers are taken from the node. */
 typedef int (*kn_fused_fn)(char *const *base, const int64_t *size, const int64_t *stride, int64_t numel,
-                           int64_t row, const double *attrs, int threads);
+                           int64_t row, const double *attrs, const kn_fused_pool *pool);
 
 typedef struct kn_fused_launch {
     kn_fused_fn fn;

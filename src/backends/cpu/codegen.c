@@ -45,10 +45,44 @@ static void emit_cast(kn_strbuf *s, kn_dtype from, kn_dtype to, const char *v) {
     }
 }
 
+#define TEXT_OF_(...) #__VA_ARGS__
+#define TEXT_OF(...) TEXT_OF_(__VA_ARGS__)
+
+/* A kernel runs its chunks on kiln's thread pool through the kn_fused_pool it is given, with
+ * a kn_fk_ctx holding its launch arguments. A reduction cuts a long row into chunks of
+ * KN_FK_CHUNK elements, whatever the pool's size. */
 static const char *const preamble =
+    "#include <stdatomic.h>\n"
     "#include <stdlib.h>\n"
     "#define KN_FK_BOOL(v) ((uint8_t)((v) != 0))\n"
-    "#define KN_FK_MIN(a, b) ((a) < (b) ? (a) : (b))\n";
+    "#define KN_FK_MIN(a, b) ((a) < (b) ? (a) : (b))\n"
+    "#define KN_FK_CHUNK 16384\n"
+    "#define KN_FK_BLOCK 16\n" TEXT_OF(KN_FUSED_POOL_TYPES) "\n"
+    "typedef struct kn_fk_ctx {\n"
+    "    char *const *base;\n"
+    "    const int64_t *size, *stride;\n"
+    "    int64_t numel, row, r; /* r: the row whose chunks run */\n"
+    "    const double *A;\n"
+    "    double *part, rv;      /* one partial result per chunk of row r; its reduced value */\n"
+    "    atomic_int bad;\n"
+    "} kn_fk_ctx;\n";
+
+/* The entry's signature (kn_fused_fn), and its context. */
+static void emit_entry(kn_strbuf *s, const char *name) {
+    emit(s, "int %s(char *const *base, const int64_t *size, const int64_t *stride, int64_t numel, int64_t row, "
+            "const double *A, const kn_fused_pool *pool) {\n", name);
+    emit(s, "    kn_fk_ctx c = {.base = base, .size = size, .stride = stride, .numel = numel, .row = row, .A = A};\n");
+}
+
+/* The head of a chunk function (void *ctx, begin, end, chunk) of kernel `name`. */
+static void emit_chunk_head(kn_strbuf *s, const char *name, const char *suffix) {
+    emit(s, "static void %s_%s(void *ctx, int64_t begin, int64_t end, int chunk) {\n", name, suffix);
+    emit(s, "    kn_fk_ctx *c = ctx;\n    const int64_t row = c->row;\n    int bad = 0;\n    (void)chunk, (void)row;\n");
+}
+
+static void emit_chunk_tail(kn_strbuf *s) {
+    emit(s, "    if (bad) atomic_fetch_or(&c->bad, bad);\n}\n\n");
+}
 
 /* v<k>: the value of IR value k in its dtype's compute type, rounded to its dtype. */
 static void emit_step(kn_strbuf *s, const kn_fused_ir *ir, int j) {
@@ -93,8 +127,8 @@ static const char *reduce_init(kn_op_id op) {
 
 /* The entry of a reducing kernel: one value per run of `row` elements. Many rows go across
  * threads whole; a long row is cut into fixed chunks whose partial results combine in chunk
- * order, so the result never depends on the thread count. */
-static void emit_reduction_main(kn_strbuf *s, const kn_fused_ir *ir, const char *name) {
+ * order, so the result never depends on the thread count. `cost`: work per element. */
+static void emit_reduction_main(kn_strbuf *s, const kn_fused_ir *ir, const char *name, int cost) {
     kn_op_id op = ir->reduce_op;
     bool epilogue = ir->n_pro < ir->n_steps;
     const char *init = reduce_init(op);
@@ -102,33 +136,47 @@ static void emit_reduction_main(kn_strbuf *s, const kn_fused_ir *ir, const char 
     char fin[64];
     snprintf(fin, sizeof fin, op == KN_OP_mean ? "(%s)(a / (double)row)" : "(%s)a", out_t);
     int out_at = ir->n_out + ir->n_in;
-    emit(s, "int %s(char *const *base, const int64_t *size, const int64_t *stride, int64_t numel, int64_t row, "
-            "const double *A, int threads) {\n", name);
-    emit(s, "    %s *out = (%s *)base[%d];\n    const int64_t rows = numel / row, chunk = 16384;\n    int bad = 0;\n",
-         out_t, out_t, out_at);
-    emit(s, "    if (row <= chunk) {\n");
-    emit(s, "#pragma omp parallel for num_threads(threads) schedule(static) reduction(|:bad) if(threads > 1 && numel > chunk)\n");
-    emit(s, "        for (int64_t r = 0; r < rows; r++) {\n            double a = %s;\n", init);
-    emit(s, "            bad |= %s_run(base, size, stride, r * row, (r + 1) * row, A, &a, 0);\n", name);
-    emit(s, "            out[r] = %s;\n", fin);
-    if (epilogue) emit(s, "            bad |= %s_epi(base, size, stride, r * row, (r + 1) * row, A, 0, (double)out[r]);\n", name);
-    emit(s, "        }\n        return bad;\n    }\n");
-    emit(s, "    const int64_t chunks = (row + chunk - 1) / chunk;\n");
-    emit(s, "    double *part = malloc((size_t)chunks * sizeof *part);\n    if (!part) return 2;\n");
-    emit(s, "    for (int64_t r = 0; r < rows; r++) {\n");
-    emit(s, "#pragma omp parallel for num_threads(threads) schedule(static) reduction(|:bad)\n");
-    emit(s, "        for (int64_t c = 0; c < chunks; c++) {\n            part[c] = %s;\n", init);
-    emit(s, "            bad |= %s_run(base, size, stride, r * row + c * chunk, r * row + KN_FK_MIN(row, (c + 1) * chunk), A, &part[c], 0);\n", name);
-    emit(s, "        }\n        double a = part[0];\n");
-    emit(s, "        for (int64_t c = 1; c < chunks; c++) a = %s_combine(a, part[c]);\n", name);
+    const char *range = "c->r * row + k * KN_FK_CHUNK, c->r * row + KN_FK_MIN(row, (k + 1) * KN_FK_CHUNK)";
+
+    /* whole rows [begin, end) */
+    emit_chunk_head(s, name, "rows");
+    emit(s, "    %s *out = (%s *)c->base[%d];\n", out_t, out_t, out_at);
+    emit(s, "    for (int64_t r = begin; r < end; r++) {\n        double a = %s;\n", init);
+    emit(s, "        bad |= %s_run(c->base, c->size, c->stride, r * row, (r + 1) * row, c->A, &a, 0);\n", name);
+    emit(s, "        out[r] = %s;\n", fin);
+    if (epilogue) emit(s, "        bad |= %s_epi(c->base, c->size, c->stride, r * row, (r + 1) * row, c->A, 0, (double)out[r]);\n", name);
+    emit(s, "    }\n");
+    emit_chunk_tail(s);
+    /* chunks [begin, end) of row c->r, each into its partial result */
+    emit_chunk_head(s, name, "part");
+    emit(s, "    for (int64_t k = begin; k < end; k++) {\n        c->part[k] = %s;\n", init);
+    emit(s, "        bad |= %s_run(c->base, c->size, c->stride, %s, c->A, &c->part[k], 0);\n    }\n", name, range);
+    emit_chunk_tail(s);
+    if (epilogue) {
+        emit_chunk_head(s, name, "epis");
+        emit(s, "    for (int64_t k = begin; k < end; k++)\n");
+        emit(s, "        bad |= %s_epi(c->base, c->size, c->stride, %s, c->A, 0, c->rv);\n", name, range);
+        emit_chunk_tail(s);
+    }
+
+    emit_entry(s, name);
+    emit(s, "    %s *out = (%s *)base[%d];\n    const int64_t rows = numel / row;\n", out_t, out_t, out_at);
+    emit(s, "    if (row <= KN_FK_CHUNK) {\n");
+    emit(s, "        pool->run(rows, pool->chunks(rows, row * %d), %s_rows, &c);\n", cost, name);
+    emit(s, "        return atomic_load(&c.bad);\n    }\n");
+    emit(s, "    const int64_t chunks = (row + KN_FK_CHUNK - 1) / KN_FK_CHUNK;\n");
+    emit(s, "    const int pc = pool->chunks(chunks, (int64_t)KN_FK_CHUNK * %d);\n", cost);
+    emit(s, "    double *part = malloc((size_t)chunks * sizeof *part);\n    if (!part) return 2;\n    c.part = part;\n");
+    emit(s, "    for (int64_t r = 0; r < rows; r++) {\n        c.r = r;\n");
+    emit(s, "        pool->run(chunks, pc, %s_part, &c);\n", name);
+    emit(s, "        double a = part[0];\n");
+    emit(s, "        for (int64_t k = 1; k < chunks; k++) a = %s_combine(a, part[k]);\n", name);
     emit(s, "        out[r] = %s;\n", fin);
     if (epilogue) {
-        emit(s, "#pragma omp parallel for num_threads(threads) schedule(static) reduction(|:bad)\n");
-        emit(s, "        for (int64_t c = 0; c < chunks; c++)\n");
-        emit(s, "            bad |= %s_epi(base, size, stride, r * row + c * chunk, r * row + KN_FK_MIN(row, (c + 1) * chunk), A, 0, "
-                "(double)out[r]);\n", name);
+        emit(s, "        c.rv = (double)out[r];\n");
+        emit(s, "        pool->run(chunks, pc, %s_epis, &c);\n", name);
     }
-    emit(s, "    }\n    free(part);\n    return bad;\n}\n\n");
+    emit(s, "    }\n    free(part);\n    return atomic_load(&c.bad);\n}\n\n");
 }
 
 /* One pass over a flat range [begin, end): the loads, steps [0, n), the stores of steps
@@ -204,25 +252,24 @@ static void emit_kernel(kn_strbuf *s, const kn_fused_ir *ir, const char *name) {
     for (int i = 0; i < ir->n_in; i++) odt[ir->n_out + i] = ir->in_dtype[i];
 
     bool reduces = ir->reduce_op != KN_OP_COUNT;
+    int cost = ir->n_steps > 0 ? ir->n_steps : 1; /* work per element */
     if (reduces) emit_combine(s, ir->reduce_op, name);
     emit_pass(s, ir, odt, name, "run", reduces ? ir->n_pro : ir->n_steps, 0, reduces);
     if (reduces && ir->n_pro < ir->n_steps) emit_pass(s, ir, odt, name, "epi", ir->n_steps, ir->n_pro, false);
     if (reduces) {
-        emit_reduction_main(s, ir, name);
+        emit_reduction_main(s, ir, name, cost);
         return;
     }
 
-    /* Chunks of the flat range across threads; the chunk count does not depend on the thread
-     * count, so results never depend on it either. */
-    emit(s, "int %s(char *const *base, const int64_t *size, const int64_t *stride, int64_t numel, int64_t row, "
-            "const double *A, int threads) {\n", name);
-    emit(s, "    (void)row;\n");
-    emit(s, "    const int64_t chunk = 16384;\n    int64_t chunks = (numel + chunk - 1) / chunk;\n    int bad = 0;\n");
-    emit(s, "    if (threads <= 1 || chunks <= 1) return %s_run(base, size, stride, 0, numel, A, 0, 0);\n", name);
-    emit(s, "#pragma omp parallel for num_threads(threads) schedule(static) reduction(|:bad)\n");
-    emit(s, "    for (int64_t c = 0; c < chunks; c++)\n");
-    emit(s, "        bad |= %s_run(base, size, stride, c * chunk, KN_FK_MIN(numel, (c + 1) * chunk), A, 0, 0);\n", name);
-    emit(s, "    return bad;\n}\n\n");
+    /* Blocks of KN_FK_BLOCK elements across the pool: chunks keep vector loops whole. */
+    emit_chunk_head(s, name, "blocks");
+    emit(s, "    bad = %s_run(c->base, c->size, c->stride, begin * KN_FK_BLOCK, KN_FK_MIN(c->numel, end * KN_FK_BLOCK), "
+            "c->A, 0, 0);\n", name);
+    emit_chunk_tail(s);
+    emit_entry(s, name);
+    emit(s, "    const int64_t blocks = (numel + KN_FK_BLOCK - 1) / KN_FK_BLOCK;\n");
+    emit(s, "    pool->run(blocks, pool->chunks(blocks, KN_FK_BLOCK * %d), %s_blocks, &c);\n", cost, name);
+    emit(s, "    return atomic_load(&c.bad);\n}\n\n");
 }
 
 char *kn_cpu_codegen_source(const kn_fused_ir *const *irs, const char *const *names, int n) {

@@ -1,6 +1,10 @@
 /* The elementwise engine: coalesced strided iteration split across threads. */
 #include "backends/cpu/cpu_kernels.h"
 
+#include <stdatomic.h>
+
+#include "core/thread_pool.h"
+
 typedef struct ew_loop {
     int ndim, nop;
     int64_t numel;
@@ -77,22 +81,32 @@ static int ew_chunk(const ew_loop *L, int64_t begin, int64_t end, kn_ew_inner_fn
     return bad;
 }
 
+/* The loop's items are blocks of 16 elements, so that chunks keep vector loops whole and
+ * cache lines unshared. */
+#define EW_BLOCK 16
+
+typedef struct ew_run_ctx {
+    const ew_loop *L;
+    kn_ew_inner_fn fn;
+    const void *ctx;
+    atomic_int bad;
+} ew_run_ctx;
+
+static void ew_run_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    (void)chunk;
+    ew_run_ctx *c = ctx;
+    int64_t last = end * EW_BLOCK < c->L->numel ? end * EW_BLOCK : c->L->numel;
+    int bad = ew_chunk(c->L, begin * EW_BLOCK, last, c->fn, c->ctx);
+    if (bad) atomic_fetch_or(&c->bad, bad);
+}
+
 int kn_ew_run_operands(kn_tensor *const *ops, int nop, kn_ew_inner_fn fn, const void *ctx) {
     ew_loop L;
     ew_prepare(&L, ops, nop);
     if (L.numel == 0) return 0;
-    int threads = kn_cpu_threads_for(L.numel);
-    if (threads == 1) return ew_chunk(&L, 0, L.numel, fn, ctx);
-    int bad = 0;
-#pragma omp parallel num_threads(threads) reduction(| : bad)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        /* Chunks aligned to 16 elements keep vector loops whole and cache lines unshared. */
-        int64_t per = ((L.numel + nt - 1) / nt + 15) & ~(int64_t)15;
-        int64_t begin = per * t, end = begin + per < L.numel ? begin + per : L.numel;
-        if (begin < end) bad |= ew_chunk(&L, begin, end, fn, ctx);
-    }
-    return bad;
+    ew_run_ctx c = {.L = &L, .fn = fn, .ctx = ctx};
+    kn_parallel_for((L.numel + EW_BLOCK - 1) / EW_BLOCK, EW_BLOCK, ew_run_chunk, &c);
+    return atomic_load(&c.bad);
 }
 
 int kn_ew_run(kn_node *n, kn_ew_inner_fn fn) {

@@ -26,7 +26,7 @@
  * library is built for a portable baseline (an installed kiln); where that baseline lacks FMA,
  * kiln's math (ops/vector_math.h, KN_VM_FMA) is told so, and rounds as the library's does. */
 static const char *const flags[] = {
-    "-std=c17", "-O3", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-fPIC", "-shared", "-fopenmp",
+    "-std=c17", "-O3", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-fPIC", "-shared",
 #ifdef KILN_JIT_MARCH_NATIVE
     "-march=native",
 #if !defined(__FMA__) && !defined(__FP_FAST_FMAF)

@@ -3,6 +3,7 @@
 #include "backends/cpu/cpu_kernels.h"
 #include "core/error.h"
 #include "core/stats.h"
+#include "core/thread_pool.h"
 
 static kn_status fused_kernel(kn_node *n) {
     const kn_fused_launch *L = n->aux;
@@ -13,9 +14,8 @@ static kn_status fused_kernel(kn_node *n) {
     if (n->n_out > L->n_out) base[L->n_out + n->n_in] = kn_tensor_data(n->out[L->n_out]);
     kn_stat_add(KN_STAT_FUSED_KERNELS, 1);
     kn_stat_add(KN_STAT_OPS_FUSED, L->n_steps + (n->n_out > L->n_out));
-    int bad = L->numel ? L->fn(base, L->size, L->stride, L->numel, L->row, L->attrs,
-                               kn_cpu_threads_for(L->numel * L->n_steps))
-                       : 0;
+    static const kn_fused_pool pool = {.chunks = kn_parallel_chunks, .run = kn_parallel_run};
+    int bad = L->numel ? L->fn(base, L->size, L->stride, L->numel, L->row, L->attrs, &pool) : 0;
     if (bad & 2) return kn_error(KN_ERR_OOM, "fused kernel %s: out of host memory for partial results", L->desc);
     if (bad) return kn_error(KN_ERR_ARG, "fused kernel %s: integer division by zero", L->desc);
     return KN_OK;

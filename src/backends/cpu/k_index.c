@@ -107,25 +107,22 @@ void kn_axis_walk_free(kn_axis_walk *w) {
 
 #define ELEMENT_SIZES(X) X(uint8_t, 1) X(uint16_t, 2) X(uint32_t, 4) X(uint64_t, 8)
 
+typedef struct move_ctx {
+    const kn_axis_walk *walk;
+    void *dst;
+    const void *src; /* the source, or the fill value */
+} move_ctx;
+
 #define MOVES(E, SIZE)                                                                     \
-    static void read_##SIZE(const kn_axis_walk *w, void *dst, const void *src) {           \
-        E *restrict d = dst;                                                               \
-        const E *restrict s = src;                                                         \
-        KN_AXIS_WALK(w, { d[o_off] = s[t_off]; });                                         \
-    }                                                                                      \
-    static void write_##SIZE(const kn_axis_walk *w, void *dst, const void *src) {          \
-        E *restrict d = dst;                                                               \
-        const E *restrict s = src;                                                         \
-        KN_AXIS_WALK(w, { d[t_off] = s[o_off]; });                                         \
-    }                                                                                      \
-    static void fill_##SIZE(const kn_axis_walk *w, void *dst, const void *value) {         \
-        E *restrict d = dst;                                                               \
-        E v = *(const E *)value;                                                           \
-        KN_AXIS_WALK(w, { d[t_off] = v; });                                                \
-    }
+    KN_AXIS_WALK_FN(read_##SIZE, move_ctx, E *restrict d = ctx->dst; const E *restrict s = ctx->src;, \
+                    { d[o_off] = s[t_off]; })                                              \
+    KN_AXIS_WALK_FN(write_##SIZE, move_ctx, E *restrict d = ctx->dst; const E *restrict s = ctx->src;, \
+                    { d[t_off] = s[o_off]; })                                              \
+    KN_AXIS_WALK_FN(fill_##SIZE, move_ctx, E *restrict d = ctx->dst; E v = *(const E *)ctx->src;, \
+                    { d[t_off] = v; })
 ELEMENT_SIZES(MOVES)
 
-typedef void (*move_fn)(const kn_axis_walk *, void *, const void *);
+typedef kn_chunk_fn move_fn;
 typedef enum { MOVE_READ, MOVE_WRITE, MOVE_FILL } move_kind;
 
 static move_fn move_for(size_t esize, move_kind kind) {
@@ -150,7 +147,7 @@ static kn_status run_walk(kn_node *n, const int64_t *w_shape, int w_ndim, int di
     if (st != KN_OK) return st;
     kn_axis_walk w;
     if ((st = kn_axis_walk_make(&w, w_shape, w_ndim, dim, strides, index)) != KN_OK) return st;
-    fn(&w, dst, src);
+    kn_axis_walk_run(&w, fn, &(move_ctx){.walk = &w, .dst = dst, .src = src});
     kn_axis_walk_free(&w);
     return KN_OK;
 }
@@ -239,40 +236,63 @@ static inline int64_t acc_div_i64(int64_t a, int64_t c) { /* floor division, as 
     return (a % c != 0 && (a < 0) != (c < 0)) ? q - 1 : q;
 }
 
+/* The walks of one accumulator type CT and their context; ACC_VARS gives them t, s, alpha and
+ * identity. */
+#define ACC_VARS(CT)                                                                                       \
+    CT *restrict t = ctx->t;                                                                               \
+    const CT *restrict s = ctx->s;                                                                         \
+    CT alpha = ctx->alpha, identity = ctx->identity;                                                       \
+    (void)s, (void)alpha, (void)identity;
+
 #define ACCUMULATE(CT, SUF, LOWEST, HIGHEST)                                                               \
+    typedef struct acc_ctx_##SUF {                                                                         \
+        const kn_axis_walk *walk;                                                                          \
+        CT *t;          /* the accumulator buffer */                                                       \
+        const CT *s;    /* the source */                                                                   \
+        CT alpha, identity;                                                                                \
+        int64_t *count; /* mean: contributions per element */                                              \
+        bool include_self;                                                                                 \
+    } acc_ctx_##SUF;                                                                                       \
+    KN_AXIS_WALK_FN(acc_init_##SUF, acc_ctx_##SUF, ACC_VARS(CT), { t[t_off] = identity; })                 \
+    KN_AXIS_WALK_FN(acc_sum_##SUF, acc_ctx_##SUF, ACC_VARS(CT), { t[t_off] = acc_add_##SUF(t[t_off], s[o_off]); }) \
+    KN_AXIS_WALK_FN(acc_sum_alpha_##SUF, acc_ctx_##SUF, ACC_VARS(CT),                                      \
+                    { t[t_off] = acc_add_##SUF(t[t_off], acc_mul_##SUF(alpha, s[o_off])); })               \
+    KN_AXIS_WALK_FN(acc_prod_##SUF, acc_ctx_##SUF, ACC_VARS(CT), { t[t_off] = acc_mul_##SUF(t[t_off], s[o_off]); }) \
+    KN_AXIS_WALK_FN(acc_amax_##SUF, acc_ctx_##SUF, ACC_VARS(CT), {                                         \
+        CT v = s[o_off];                                                                                   \
+        if (v > t[t_off] || acc_nan_##SUF(v)) t[t_off] = v;                                                \
+    })                                                                                                     \
+    KN_AXIS_WALK_FN(acc_amin_##SUF, acc_ctx_##SUF, ACC_VARS(CT), {                                         \
+        CT v = s[o_off];                                                                                   \
+        if (v < t[t_off] || acc_nan_##SUF(v)) t[t_off] = v;                                                \
+    })                                                                                                     \
+    KN_AXIS_WALK_FN(acc_mean_##SUF, acc_ctx_##SUF, ACC_VARS(CT), {                                         \
+        t[t_off] = acc_add_##SUF(t[t_off], s[o_off]);                                                      \
+        ctx->count[t_off]++;                                                                               \
+    })                                                                                                     \
+    /* the mean's division, over elements [begin, end) */                                                  \
+    static void acc_divide_##SUF(void *ctx_, int64_t begin, int64_t end, int chunk) {                      \
+        const acc_ctx_##SUF *ctx = ctx_;                                                                   \
+        (void)chunk;                                                                                       \
+        for (int64_t e = begin; e < end; e++)                                                              \
+            if (ctx->count[e]) ctx->t[e] = acc_div_##SUF(ctx->t[e], ctx->count[e] + (ctx->include_self ? 1 : 0)); \
+    }                                                                                                      \
     static void accumulate_##SUF(const kn_axis_walk *w, CT *restrict t, const CT *restrict s, int op,      \
                                  bool include_self, CT alpha, int64_t *restrict count, int64_t numel) {    \
+        acc_ctx_##SUF c = {.walk = w, .t = t, .s = s, .alpha = alpha, .count = count, .include_self = include_self}; \
         if (!include_self) {                                                                               \
-            CT identity = op == KN_SCATTER_PROD ? (CT)1 : op == KN_SCATTER_AMAX ? LOWEST                   \
-                        : op == KN_SCATTER_AMIN ? HIGHEST : (CT)0;                                         \
-            KN_AXIS_WALK(w, { t[t_off] = identity; });                                                     \
+            c.identity = op == KN_SCATTER_PROD ? (CT)1 : op == KN_SCATTER_AMAX ? LOWEST                    \
+                       : op == KN_SCATTER_AMIN ? HIGHEST : (CT)0;                                          \
+            kn_axis_walk_run(w, acc_init_##SUF, &c);                                                       \
         }                                                                                                  \
         switch (op) {                                                                                      \
-        case KN_SCATTER_SUM:                                                                               \
-            if (alpha == (CT)1) KN_AXIS_WALK(w, { t[t_off] = acc_add_##SUF(t[t_off], s[o_off]); });        \
-            else KN_AXIS_WALK(w, { t[t_off] = acc_add_##SUF(t[t_off], acc_mul_##SUF(alpha, s[o_off])); }); \
-            break;                                                                                         \
-        case KN_SCATTER_PROD: KN_AXIS_WALK(w, { t[t_off] = acc_mul_##SUF(t[t_off], s[o_off]); }); break;   \
-        case KN_SCATTER_AMAX:                                                                              \
-            KN_AXIS_WALK(w, {                                                                              \
-                CT v = s[o_off];                                                                           \
-                if (v > t[t_off] || acc_nan_##SUF(v)) t[t_off] = v;                                        \
-            });                                                                                            \
-            break;                                                                                         \
-        case KN_SCATTER_AMIN:                                                                              \
-            KN_AXIS_WALK(w, {                                                                              \
-                CT v = s[o_off];                                                                           \
-                if (v < t[t_off] || acc_nan_##SUF(v)) t[t_off] = v;                                        \
-            });                                                                                            \
-            break;                                                                                         \
+        case KN_SCATTER_SUM: kn_axis_walk_run(w, alpha == (CT)1 ? acc_sum_##SUF : acc_sum_alpha_##SUF, &c); break; \
+        case KN_SCATTER_PROD: kn_axis_walk_run(w, acc_prod_##SUF, &c); break;                              \
+        case KN_SCATTER_AMAX: kn_axis_walk_run(w, acc_amax_##SUF, &c); break;                              \
+        case KN_SCATTER_AMIN: kn_axis_walk_run(w, acc_amin_##SUF, &c); break;                              \
         default: /* mean */                                                                                \
-            KN_AXIS_WALK(w, {                                                                              \
-                t[t_off] = acc_add_##SUF(t[t_off], s[o_off]);                                              \
-                count[t_off]++;                                                                            \
-            });                                                                                            \
-            _Pragma("omp parallel for num_threads(kn_cpu_threads_for(numel)) schedule(static)")            \
-            for (int64_t e = 0; e < numel; e++)                                                            \
-                if (count[e]) t[e] = acc_div_##SUF(t[e], count[e] + (include_self ? 1 : 0));               \
+            kn_axis_walk_run(w, acc_mean_##SUF, &c);                                                       \
+            kn_parallel_for(numel, 1, acc_divide_##SUF, &c);                                               \
         }                                                                                                  \
     }
 ACCUMULATE(float, f32, -INFINITY, INFINITY)

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/cpu_kernels.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 /* Index element `off` (in elements) of an i32 or i64 buffer. */
 static inline int64_t kn_index_load(const void *base, bool is_i64, int64_t off) {
@@ -35,16 +36,19 @@ kn_status kn_axis_walk_make(kn_axis_walk *w, const int64_t *shape, int ndim, int
                             const int64_t stride[KN_AX_COUNT][KN_MAX_DIMS], const kn_tensor *index);
 void kn_axis_walk_free(kn_axis_walk *w);
 
-/* Runs BODY for every element of W with t_off (TARGET's offset, through the index value)
- * and o_off (OTHER's offset). Elements that share their coordinates outside dim run on one
- * thread in increasing j, so writes through duplicate indices land in row-major order. */
-#define KN_AXIS_WALK(w, BODY)                                                                     \
-    do {                                                                                          \
-        const kn_axis_walk *w_ = (w);                                                             \
+/* Defines chunk function NAME over tasks of the walk ctx->walk (ctx: a CTX_T *, which has the
+ * member `walk`): PROLOGUE, then BODY for every element of the tasks with t_off (TARGET's
+ * offset, through the index value) and o_off (OTHER's offset). Elements that share their
+ * coordinates outside dim are one task's, in increasing j, so writes through duplicate
+ * indices land in row-major order. kn_axis_walk_run runs it. */
+#define KN_AXIS_WALK_FN(NAME, CTX_T, PROLOGUE, BODY)                                              \
+    static void NAME(void *ctx_, int64_t begin_, int64_t end_, int chunk_) {                      \
+        const CTX_T *ctx = ctx_;                                                                  \
+        const kn_axis_walk *w_ = ctx->walk;                                                       \
         int64_t blocks_ = (w_->inner + w_->block - 1) / (w_->block ? w_->block : 1);              \
-        int threads_ = kn_cpu_threads_for(w_->outer * w_->n * w_->inner);                         \
-        _Pragma("omp parallel for num_threads(threads_) schedule(static)")                       \
-        for (int64_t task_ = 0; task_ < w_->tasks; task_++) {                                    \
+        (void)chunk_;                                                                             \
+        PROLOGUE                                                                                  \
+        for (int64_t task_ = begin_; task_ < end_; task_++) {                                     \
             int64_t o_ = task_ / blocks_, i0_ = (task_ % blocks_) * w_->block;                    \
             int64_t i1_ = i0_ + w_->block < w_->inner ? i0_ + w_->block : w_->inner;              \
             const int64_t *tin_ = w_->inner_off[KN_AX_TARGET], *xin_ = w_->inner_off[KN_AX_INDEX]; \
@@ -62,7 +66,12 @@ void kn_axis_walk_free(kn_axis_walk *w);
                 }                                                                                 \
             }                                                                                     \
         }                                                                                         \
-    } while (0)
+    }
+
+/* Runs a KN_AXIS_WALK_FN chunk function over w's tasks on the thread pool; ctx's walk is w. */
+static inline void kn_axis_walk_run(const kn_axis_walk *w, kn_chunk_fn fn, void *ctx) {
+    kn_parallel_for(w->tasks, w->n * w->block, fn, ctx);
+}
 
 /* The accumulator dtype of a dtype: f32 for f32/f16/bf16, f64, i64 for integers and bool. */
 static inline kn_dtype kn_index_acc_dtype(kn_dtype d) {

@@ -1,6 +1,6 @@
 /* CPU kernels of embedding_bag (bags in parallel, each a contiguous row reduction),
- * embedding_backward (each thread owns a range of weight rows) and multinomial (Philox draws: draw s of row r uses counter offset + r * num_samples + s). */
-#include <omp.h>
+ * embedding_backward (each chunk owns a range of weight rows) and multinomial (Philox draws: draw s of row r uses counter offset + r * num_samples + s). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,45 +25,54 @@ static inline void bag_range(const bags *g, int64_t b, int64_t *start, int64_t *
     *end = b + 1 < g->n_offsets ? kn_index_load(g->offsets, g->offsets_i64, b + 1) : g->n_indices;
 }
 
+typedef struct bag_ctx {
+    const void *weight, *indices, *psw; /* psw: per-sample weights, or NULL */
+    void *out;
+    const bags *g;
+    int64_t D;
+    int mode;
+    bool idx64;
+    atomic_bool failed; /* a chunk could not get its accumulator */
+} bag_ctx;
+
 #define BAG_DTYPE(unused, SUF, DT, ST, CT, LOAD, STORE)                                                   \
-    static bool bag_rows_##SUF(const ST *restrict weight, int64_t D, const void *indices, bool idx64,       \
-                               const ST *restrict psw, const bags *g, int mode, ST *restrict out) {        \
-        bool ok = true;                                                                                    \
-        _Pragma("omp parallel num_threads(kn_cpu_threads_for(g->n_indices * D + g->count * D))") {        \
-            CT *restrict acc = malloc(sizeof *acc * (size_t)(D ? D : 1));                                  \
-            if (!acc) {                                                                                    \
-                _Pragma("omp atomic write") ok = false;                                                    \
-            }                                                                                              \
-            _Pragma("omp for schedule(dynamic, 16)")                                                       \
-            for (int64_t b = 0; b < g->count; b++) {                                                       \
-                if (!acc) continue;                                                                        \
-                int64_t start, end;                                                                        \
-                bag_range(g, b, &start, &end);                                                             \
-                for (int64_t d = 0; d < D; d++) acc[d] = 0;                                                \
-                for (int64_t e = start; e < end; e++) {                                                    \
-                    const ST *restrict row = weight + kn_index_load(indices, idx64, e) * D;                \
-                    if (mode == KN_BAG_MAX) {                                                              \
-                        if (e == start)                                                                    \
-                            for (int64_t d = 0; d < D; d++) acc[d] = LOAD(row[d]);                         \
-                        else                                                                               \
-                            for (int64_t d = 0; d < D; d++) {                                              \
-                                CT v = LOAD(row[d]); /* only greater wins: a NaN counts as a first row */   \
-                                acc[d] = v > acc[d] ? v : acc[d];                                          \
-                            }                                                                              \
-                    } else if (psw) {                                                                      \
-                        CT w = LOAD(psw[e]);                                                               \
-                        _Pragma("omp simd") for (int64_t d = 0; d < D; d++) acc[d] += w * LOAD(row[d]);    \
-                    } else {                                                                               \
-                        _Pragma("omp simd") for (int64_t d = 0; d < D; d++) acc[d] += LOAD(row[d]);        \
-                    }                                                                                      \
-                }                                                                                          \
-                CT scale = mode == KN_BAG_MEAN && end > start ? (CT)1 / (CT)(end - start) : (CT)1;         \
-                ST *restrict o = out + b * D;                                                              \
-                for (int64_t d = 0; d < D; d++) o[d] = STORE(acc[d] * scale);                              \
-            }                                                                                              \
-            free(acc);                                                                                     \
+    static void bag_chunk_##SUF(void *ctx, int64_t begin, int64_t end_, int chunk) {                       \
+        bag_ctx *c = ctx;                                                                                  \
+        const ST *restrict weight = c->weight, *restrict psw = c->psw;                                     \
+        ST *restrict out = c->out;                                                                         \
+        int64_t D = c->D;                                                                                  \
+        (void)chunk;                                                                                       \
+        CT *restrict acc = malloc(sizeof *acc * (size_t)(D ? D : 1));                                      \
+        if (!acc) {                                                                                        \
+            atomic_store(&c->failed, true);                                                                \
+            return;                                                                                        \
         }                                                                                                  \
-        return ok;                                                                                         \
+        for (int64_t b = begin; b < end_; b++) {                                                           \
+            int64_t start, end;                                                                            \
+            bag_range(c->g, b, &start, &end);                                                              \
+            for (int64_t d = 0; d < D; d++) acc[d] = 0;                                                    \
+            for (int64_t e = start; e < end; e++) {                                                        \
+                const ST *restrict row = weight + kn_index_load(c->indices, c->idx64, e) * D;              \
+                if (c->mode == KN_BAG_MAX) {                                                               \
+                    if (e == start)                                                                        \
+                        for (int64_t d = 0; d < D; d++) acc[d] = LOAD(row[d]);                             \
+                    else                                                                                   \
+                        for (int64_t d = 0; d < D; d++) {                                                  \
+                            CT v = LOAD(row[d]); /* only greater wins: a NaN counts as a first row */       \
+                            acc[d] = v > acc[d] ? v : acc[d];                                              \
+                        }                                                                                  \
+                } else if (psw) {                                                                          \
+                    CT w = LOAD(psw[e]);                                                                   \
+                    for (int64_t d = 0; d < D; d++) acc[d] += w * LOAD(row[d]);                            \
+                } else {                                                                                   \
+                    for (int64_t d = 0; d < D; d++) acc[d] += LOAD(row[d]);                                \
+                }                                                                                          \
+            }                                                                                              \
+            CT scale = c->mode == KN_BAG_MEAN && end > start ? (CT)1 / (CT)(end - start) : (CT)1;          \
+            ST *restrict o = out + b * D;                                                                  \
+            for (int64_t d = 0; d < D; d++) o[d] = STORE(acc[d] * scale);                                  \
+        }                                                                                                  \
+        free(acc);                                                                                         \
     }
 KN_DTYPES_FLOAT(BAG_DTYPE, ~)
 
@@ -92,37 +101,46 @@ kn_status kn_cpu_embedding_bag(kn_node *n) {
     if (st != KN_OK) return st;
     const void *w = kn_tensor_data(weight), *idx = kn_tensor_data(indices);
     const void *pw = psw ? kn_tensor_data(psw) : NULL;
-    bool idx64 = indices->dtype == KN_I64, ok = false;
-    void *o = kn_tensor_data(out);
     if (g.count == 0 || D == 0) return KN_OK;
+    bag_ctx c = {.weight = w, .indices = idx, .psw = pw, .out = kn_tensor_data(out), .g = &g, .D = D, .mode = mode,
+                 .idx64 = indices->dtype == KN_I64};
+    kn_chunk_fn fn = NULL;
     switch (weight->dtype) {
 #define BAG_CASE(unused, SUF, DT, ST, CT, LOAD, STORE) \
-    case DT: ok = bag_rows_##SUF(w, D, idx, idx64, pw, &g, mode, o); break;
+    case DT: fn = bag_chunk_##SUF; break;
         KN_DTYPES_FLOAT(BAG_CASE, ~)
 #undef BAG_CASE
-    default: break;
+    default: return kn_error(KN_ERR_INTERNAL, "embedding_bag: weight dtype %s", kn_dtype_name(weight->dtype));
     }
-    return ok ? KN_OK : kn_error(KN_ERR_OOM, "embedding_bag: out of host memory for a row of %lld", (long long)D);
+    kn_parallel_for(g.count, (g.n_indices + g.count) * D / g.count, fn, &c);
+    return !atomic_load(&c.failed) ? KN_OK : kn_error(KN_ERR_OOM, "embedding_bag: out of host memory for a row of %lld", (long long)D);
 }
 
 /* ---- embedding_backward ------------------------------------------------------------------------
- * One pass: each thread zeroes its own range of output rows and adds into them the grad rows
+ * One pass: each chunk zeroes its own range of output rows and adds into them the grad rows
  * whose index falls there, in index order (deterministic, no atomics, no dense one-hot). */
 
+typedef struct embed_back_ctx {
+    const void *g, *idx;
+    void *out;
+    int64_t N, D;
+    bool idx64;
+} embed_back_ctx;
+
 #define EMBED_BACK_DTYPE(unused, SUF, DT, ST, CT, LOAD, STORE)                                         \
-    static void embed_back_##SUF(const ST *restrict g, const void *idx, bool idx64, int64_t N, int64_t D, \
-                                 int64_t V, CT *restrict out) {                                        \
-        _Pragma("omp parallel num_threads(kn_cpu_threads_for(V * D + N * D))") {                      \
-            int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();                              \
-            int64_t lo = V * t / nt, hi = V * (t + 1) / nt;                                            \
-            memset(out + lo * D, 0, sizeof *out * (size_t)((hi - lo) * D));                            \
-            for (int64_t i = 0; i < N; i++) {                                                          \
-                int64_t r = kn_index_load(idx, idx64, i);                                              \
-                if (r < lo || r >= hi) continue;                                                       \
-                CT *restrict o = out + r * D;                                                          \
-                const ST *restrict s = g + i * D;                                                      \
-                _Pragma("omp simd") for (int64_t d = 0; d < D; d++) o[d] += LOAD(s[d]);                \
-            }                                                                                          \
+    static void embed_back_##SUF(void *ctx, int64_t lo, int64_t hi, int chunk) {                       \
+        const embed_back_ctx *c = ctx;                                                                 \
+        const ST *restrict g = c->g;                                                                   \
+        CT *restrict out = c->out;                                                                     \
+        int64_t D = c->D;                                                                              \
+        (void)chunk;                                                                                   \
+        memset(out + lo * D, 0, sizeof *out * (size_t)((hi - lo) * D));                                \
+        for (int64_t i = 0; i < c->N; i++) {                                                           \
+            int64_t r = kn_index_load(c->idx, c->idx64, i);                                            \
+            if (r < lo || r >= hi) continue;                                                           \
+            CT *restrict o = out + r * D;                                                              \
+            const ST *restrict s = g + i * D;                                                          \
+            for (int64_t d = 0; d < D; d++) o[d] += LOAD(s[d]);                                        \
         }                                                                                              \
     }
 KN_DTYPES_FLOAT(EMBED_BACK_DTYPE, ~)
@@ -133,15 +151,17 @@ kn_status kn_cpu_embedding_backward(kn_node *n) {
     kn_status st = kn_index_check_range(indices, 0, V, "embedding_backward", 0);
     if (st != KN_OK || V * D == 0) return st;
     const void *g = kn_tensor_data(grad), *idx = kn_tensor_data(indices);
-    bool idx64 = indices->dtype == KN_I64;
-    void *o = kn_tensor_data(out);
+    embed_back_ctx c = {.g = g, .idx = idx, .out = kn_tensor_data(out), .N = N, .D = D, .idx64 = indices->dtype == KN_I64};
+    kn_chunk_fn fn = NULL;
     switch (grad->dtype) {
 #define EMBED_BACK_CASE(unused, SUF, DT, ST, CT, LOAD, STORE) \
-    case DT: embed_back_##SUF(g, idx, idx64, N, D, V, o); break;
+    case DT: fn = embed_back_##SUF; break;
         KN_DTYPES_FLOAT(EMBED_BACK_CASE, ~)
 #undef EMBED_BACK_CASE
     default: return kn_error(KN_ERR_INTERNAL, "embedding_backward: grad dtype %s", kn_dtype_name(grad->dtype));
     }
+    /* every chunk reads all N indices, besides its rows' share of the N * D adds */
+    kn_parallel_for(V, D + (N * D + N) / V, fn, &c);
     return KN_OK;
 }
 
@@ -180,6 +200,61 @@ static int64_t pick(const double *w, int64_t C, double target) {
     return last;
 }
 
+typedef struct multinomial_ctx {
+    const double *p;
+    int64_t *o;
+    int64_t C, S;
+    uint64_t seed, off;
+    bool replacement;
+    atomic_bool failed; /* a chunk could not get its scratch */
+} multinomial_ctx;
+
+/* Rows [begin, end): draw s of row r uses counter offset + r * S + s. */
+static void multinomial_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    multinomial_ctx *m = ctx;
+    int64_t C = m->C, S = m->S;
+    int64_t *o = m->o;
+    (void)chunk;
+    /* With replacement: the running sums, searched by bisection. Without: weights that drop
+     * each drawn category. */
+    double *buf = malloc(sizeof *buf * (size_t)(C ? C : 1));
+    if (!buf) {
+        atomic_store(&m->failed, true);
+        return;
+    }
+    for (int64_t r = begin; r < end; r++) {
+        const double *row = m->p + r * C;
+        uint64_t base = m->off + (uint64_t)(r * S);
+        if (m->replacement) {
+            double run = 0;
+            for (int64_t c = 0; c < C; c++) buf[c] = run += row[c];
+            for (int64_t s = 0; s < S; s++) {
+                double target = kn_philox_uniform(kn_philox(m->seed, base + (uint64_t)s)) * run;
+                int64_t lo = 0, hi = C - 1;
+                while (lo < hi) { /* first c with buf[c] > target */
+                    int64_t mid = lo + (hi - lo) / 2;
+                    if (buf[mid] > target) hi = mid;
+                    else lo = mid + 1;
+                }
+                while (lo > 0 && row[lo] <= 0) lo--; /* rounding at the top end */
+                o[r * S + s] = lo;
+            }
+        } else {
+            double total = 0;
+            for (int64_t c = 0; c < C; c++) total += buf[c] = row[c];
+            for (int64_t s = 0; s < S; s++) {
+                double u = kn_philox_uniform(kn_philox(m->seed, base + (uint64_t)s));
+                int64_t c = pick(buf, C, u * total);
+                o[r * S + s] = c;
+                buf[c] = 0;
+                total = 0; /* summed afresh so that rounding does not build up */
+                for (int64_t k = 0; k < C; k++) total += buf[k];
+            }
+        }
+    }
+    free(buf);
+}
+
 kn_status kn_cpu_multinomial(kn_node *n) {
     kn_tensor *probs = n->in[0], *out = n->out[0];
     const double *p = kn_tensor_data(probs);
@@ -189,51 +264,9 @@ kn_status kn_cpu_multinomial(kn_node *n) {
         kn_status st = check_row(p + r * C, r, C, S, replacement);
         if (st != KN_OK) return st;
     }
-    int64_t *o = kn_tensor_data(out);
-    uint64_t seed = n->rng_seed, off = n->rng_offset;
-    bool ok = true;
-#pragma omp parallel num_threads(kn_cpu_threads_for(N * S * (replacement ? 16 : C)))
-    {
-        /* With replacement: the running sums, searched by bisection. Without: weights that
-         * drop each drawn category. */
-        double *buf = malloc(sizeof *buf * (size_t)(C ? C : 1));
-        if (!buf) {
-#pragma omp atomic write
-            ok = false;
-        }
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < N; r++) {
-            if (!buf) continue;
-            const double *row = p + r * C;
-            uint64_t base = off + (uint64_t)(r * S);
-            if (replacement) {
-                double run = 0;
-                for (int64_t c = 0; c < C; c++) buf[c] = run += row[c];
-                for (int64_t s = 0; s < S; s++) {
-                    double target = kn_philox_uniform(kn_philox(seed, base + (uint64_t)s)) * run;
-                    int64_t lo = 0, hi = C - 1;
-                    while (lo < hi) { /* first c with buf[c] > target */
-                        int64_t mid = lo + (hi - lo) / 2;
-                        if (buf[mid] > target) hi = mid;
-                        else lo = mid + 1;
-                    }
-                    while (lo > 0 && row[lo] <= 0) lo--; /* rounding at the top end */
-                    o[r * S + s] = lo;
-                }
-            } else {
-                double total = 0;
-                for (int64_t c = 0; c < C; c++) total += buf[c] = row[c];
-                for (int64_t s = 0; s < S; s++) {
-                    double u = kn_philox_uniform(kn_philox(seed, base + (uint64_t)s));
-                    int64_t c = pick(buf, C, u * total);
-                    o[r * S + s] = c;
-                    buf[c] = 0;
-                    total = 0; /* summed afresh so that rounding does not build up */
-                    for (int64_t k = 0; k < C; k++) total += buf[k];
-                }
-            }
-        }
-        free(buf);
-    }
-    return ok ? KN_OK : kn_error(KN_ERR_OOM, "multinomial: out of host memory for a row of %lld", (long long)C);
+    multinomial_ctx c = {.p = p, .o = kn_tensor_data(out), .C = C, .S = S, .seed = n->rng_seed, .off = n->rng_offset,
+                         .replacement = replacement};
+    kn_parallel_for(N, S * (replacement ? 16 : C), multinomial_chunk, &c);
+    return !atomic_load(&c.failed) ? KN_OK
+                                   : kn_error(KN_ERR_OOM, "multinomial: out of host memory for a row of %lld", (long long)C);
 }

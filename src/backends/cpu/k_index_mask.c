@@ -9,47 +9,38 @@
  * over the trailing elements only, so every thread walks b in order: the last of duplicate
  * positions wins, and accumulation is race-free and deterministic. */
 
-#define PUT_BY_SIZE(E, SIZE)                                                                       \
-    static void put_##SIZE(void *dst, const void *src, const int64_t *pos, int64_t B, int64_t R,   \
-                           int64_t chunk) {                                                        \
-        E *restrict d = dst;                                                                       \
-        const E *restrict s = src;                                                                 \
-        int64_t chunks = (R + chunk - 1) / chunk;                                                  \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(B * R)) schedule(static)")        \
-        for (int64_t c = 0; c < chunks; c++) {                                                     \
-            int64_t r0 = c * chunk, r1 = r0 + chunk < R ? r0 + chunk : R;                          \
+typedef struct put_ctx {
+    void *dst;
+    const void *src;
+    const int64_t *pos;
+    int64_t B, R, chunk; /* items: chunks of `chunk` trailing elements */
+} put_ctx;
+
+/* NAME: over chunks [begin, end) of the trailing elements, for b in order, STORE(o, v) with
+ * o the destination element of (b, r) and v its source value. */
+#define PUT_FN(NAME, E, STORE)                                                                     \
+    static void NAME(void *ctx, int64_t begin, int64_t end, int chunk) {                           \
+        const put_ctx *c = ctx;                                                                    \
+        E *restrict d = c->dst;                                                                    \
+        const E *restrict s = c->src;                                                              \
+        int64_t B = c->B, R = c->R;                                                                \
+        (void)chunk;                                                                               \
+        for (int64_t k = begin; k < end; k++) {                                                    \
+            int64_t r0 = k * c->chunk, r1 = r0 + c->chunk < R ? r0 + c->chunk : R;                 \
             for (int64_t b = 0; b < B; b++)                                                        \
-                for (int64_t r = r0; r < r1; r++) d[pos[b] * R + r] = s[b * R + r];                \
+                for (int64_t r = r0; r < r1; r++) STORE(d[c->pos[b] * R + r], s[b * R + r]);       \
         }                                                                                          \
     }
-PUT_BY_SIZE(uint8_t, 1)
-PUT_BY_SIZE(uint16_t, 2)
-PUT_BY_SIZE(uint32_t, 4)
-PUT_BY_SIZE(uint64_t, 8)
-
-#define ACCUMULATE_PUT(CT, SUF, ADD)                                                               \
-    static void accumulate_put_##SUF(void *dst, const void *src, const int64_t *pos, int64_t B,    \
-                                     int64_t R, int64_t chunk) {                                   \
-        CT *restrict d = dst;                                                                      \
-        const CT *restrict s = src;                                                                \
-        int64_t chunks = (R + chunk - 1) / chunk;                                                  \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(B * R)) schedule(static)")        \
-        for (int64_t c = 0; c < chunks; c++) {                                                     \
-            int64_t r0 = c * chunk, r1 = r0 + chunk < R ? r0 + chunk : R;                          \
-            for (int64_t b = 0; b < B; b++)                                                        \
-                for (int64_t r = r0; r < r1; r++) {                                                \
-                    CT *o = &d[pos[b] * R + r];                                                    \
-                    *o = ADD(*o, s[b * R + r]);                                                    \
-                }                                                                                  \
-        }                                                                                          \
-    }
-#define PLAIN_ADD(a, b) ((a) + (b))
-#define WRAP_ADD(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
-ACCUMULATE_PUT(float, f32, PLAIN_ADD)
-ACCUMULATE_PUT(double, f64, PLAIN_ADD)
-ACCUMULATE_PUT(int64_t, i64, WRAP_ADD)
-
-typedef void (*put_fn)(void *, const void *, const int64_t *, int64_t, int64_t, int64_t);
+#define PUT_STORE(o, v) (o) = (v)
+#define PLAIN_ADD(o, v) (o) = (o) + (v)
+#define WRAP_ADD(o, v) (o) = (int64_t)((uint64_t)(o) + (uint64_t)(v))
+PUT_FN(put_1, uint8_t, PUT_STORE)
+PUT_FN(put_2, uint16_t, PUT_STORE)
+PUT_FN(put_4, uint32_t, PUT_STORE)
+PUT_FN(put_8, uint64_t, PUT_STORE)
+PUT_FN(accumulate_put_f32, float, PLAIN_ADD)
+PUT_FN(accumulate_put_f64, double, PLAIN_ADD)
+PUT_FN(accumulate_put_i64, int64_t, WRAP_ADD)
 
 kn_status kn_cpu_index_put(kn_node *n) {
     kn_tensor *x = n->in[0], *values = n->in[1], *out = n->out[0];
@@ -79,13 +70,14 @@ kn_status kn_cpu_index_put(kn_node *n) {
     if (st == KN_OK && B && R) {
         int64_t want = 4 * (int64_t)kn_get_num_threads();
         int64_t chunk = B * R < 2 * 65536 || R < want ? R : (R + want - 1) / want;
-        put_fn fn;
+        kn_chunk_fn fn;
         if (accumulate) fn = acc == KN_F32 ? accumulate_put_f32 : acc == KN_F64 ? accumulate_put_f64 : accumulate_put_i64;
         else {
             size_t es = kn_dtype_size(acc);
             fn = es == 1 ? put_1 : es == 2 ? put_2 : es == 4 ? put_4 : put_8;
         }
-        fn(kn_tensor_data(buf), kn_tensor_data(values), pos, B, R, chunk);
+        put_ctx c = {.dst = kn_tensor_data(buf), .src = kn_tensor_data(values), .pos = pos, .B = B, .R = R, .chunk = chunk};
+        kn_parallel_for((R + chunk - 1) / chunk, B * chunk, fn, &c);
         if (buf != out) st = kn_cpu_copy_into(out, buf);
     }
     if (buf && buf != out) kn_tensor_decref(buf);
@@ -123,39 +115,43 @@ kn_status kn_cpu_masked_fill(kn_node *n) {
 }
 
 /* ---- masked_select and nonzero ------------------------------------------------------------------
- * Two passes over chunks: count the true mask elements of each chunk, then each chunk writes
- * from its prefix-sum position, so the output keeps row-major order. */
+ * Two passes over the same chunks of the mask: count the true elements of each chunk, then
+ * each chunk writes from its prefix-sum position, so the output keeps row-major order. */
 
-typedef struct chunks {
-    int count;
+typedef struct mask_pass {
+    int count;      /* chunks */
     int64_t *start; /* count + 1 entries: output position of each chunk's first element */
-} chunks;
+    const uint8_t *mask;
+    void *dst;
+    const void *src;      /* masked_select's input */
+    const int64_t *shape; /* nonzero's input shape, of nd dims */
+    int nd;
+} mask_pass;
 
-static kn_status count_chunks(chunks *c, const uint8_t *mask, int64_t numel) {
-    c->count = kn_cpu_threads_for(numel);
+static void count_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    mask_pass *c = ctx;
+    int64_t k = 0;
+    for (int64_t i = begin; i < end; i++) k += c->mask[i] != 0;
+    c->start[chunk + 1] = k;
+}
+
+static kn_status count_chunks(mask_pass *c, const uint8_t *mask, int64_t numel) {
+    *c = (mask_pass){.count = kn_parallel_chunks(numel, 1), .mask = mask};
     c->start = calloc((size_t)c->count + 1, sizeof *c->start);
     if (!c->start) return kn_error(KN_ERR_OOM, "out of host memory counting a mask");
-#pragma omp parallel for num_threads(c->count) schedule(static)
-    for (int t = 0; t < c->count; t++) {
-        int64_t b = numel * t / c->count, e = numel * (t + 1) / c->count, k = 0;
-        for (int64_t i = b; i < e; i++) k += mask[i] != 0;
-        c->start[t + 1] = k;
-    }
+    kn_parallel_run(numel, c->count, count_chunk, c);
     for (int t = 0; t < c->count; t++) c->start[t + 1] += c->start[t];
     return KN_OK;
 }
 
 #define COMPACT(E, SIZE)                                                                              \
-    static void compact_##SIZE(void *dst, const void *src, const uint8_t *mask, int64_t numel,        \
-                               const chunks *c) {                                                     \
-        E *restrict d = dst;                                                                          \
-        const E *restrict s = src;                                                                    \
-        _Pragma("omp parallel for num_threads(c->count) schedule(static)")                            \
-        for (int t = 0; t < c->count; t++) {                                                          \
-            int64_t b = numel * t / c->count, e = numel * (t + 1) / c->count, k = c->start[t];        \
-            for (int64_t i = b; i < e; i++)                                                           \
-                if (mask[i]) d[k++] = s[i];                                                           \
-        }                                                                                             \
+    static void compact_##SIZE(void *ctx, int64_t begin, int64_t end, int chunk) {                    \
+        const mask_pass *c = ctx;                                                                     \
+        E *restrict d = c->dst;                                                                       \
+        const E *restrict s = c->src;                                                                 \
+        int64_t k = c->start[chunk];                                                                  \
+        for (int64_t i = begin; i < end; i++)                                                         \
+            if (c->mask[i]) d[k++] = s[i];                                                            \
     }
 COMPACT(uint8_t, 1)
 COMPACT(uint16_t, 2)
@@ -164,50 +160,53 @@ COMPACT(uint64_t, 8)
 
 kn_status kn_cpu_masked_select(kn_node *n) {
     kn_tensor *x = n->in[0];
-    const uint8_t *mask = kn_tensor_data(n->in[1]);
     int64_t numel = kn_numel(x);
-    chunks c;
-    kn_status st = count_chunks(&c, mask, numel);
+    mask_pass c;
+    kn_status st = count_chunks(&c, kn_tensor_data(n->in[1]), numel);
     if (st != KN_OK) return st;
     int64_t total = c.start[c.count];
     kn_tensor *out = kn_tensor_alloc("masked_select", x->dtype, &total, 1, x->storage->device);
     if (out) {
         n->out[n->n_out++] = out;
         size_t es = kn_dtype_size(x->dtype);
-        void (*fn)(void *, const void *, const uint8_t *, int64_t, const chunks *) =
-            es == 1 ? compact_1 : es == 2 ? compact_2 : es == 4 ? compact_4 : compact_8;
-        if (total) fn(kn_tensor_data(out), kn_tensor_data(x), mask, numel, &c);
+        c.dst = kn_tensor_data(out);
+        c.src = kn_tensor_data(x);
+        if (total)
+            kn_parallel_run(numel, c.count, es == 1 ? compact_1 : es == 2 ? compact_2 : es == 4 ? compact_4 : compact_8, &c);
     }
     free(c.start);
     return out ? KN_OK : kn_last_status();
 }
 
+static void nonzero_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    const mask_pass *c = ctx;
+    int64_t *o = c->dst, k = c->start[chunk];
+    int nd = c->nd;
+    for (int64_t i = begin; i < end; i++) {
+        if (!c->mask[i]) continue;
+        int64_t rest = i;
+        for (int d = nd - 1; d >= 0; d--) {
+            o[k * nd + d] = rest % c->shape[d];
+            rest /= c->shape[d];
+        }
+        k++;
+    }
+}
+
 kn_status kn_cpu_nonzero(kn_node *n) {
     kn_tensor *x = n->in[0];
-    const uint8_t *mask = kn_tensor_data(x);
     int64_t numel = kn_numel(x);
-    int nd = x->ndim;
-    chunks c;
-    kn_status st = count_chunks(&c, mask, numel);
+    mask_pass c;
+    kn_status st = count_chunks(&c, kn_tensor_data(x), numel);
     if (st != KN_OK) return st;
-    int64_t shape[2] = {c.start[c.count], nd};
+    int64_t shape[2] = {c.start[c.count], x->ndim};
     kn_tensor *out = kn_tensor_alloc("nonzero", KN_I64, shape, 2, x->storage->device);
     if (out) {
         n->out[n->n_out++] = out;
-        int64_t *o = kn_tensor_data(out);
-#pragma omp parallel for num_threads(c.count) schedule(static)
-        for (int t = 0; t < c.count; t++) {
-            int64_t b = numel * t / c.count, e = numel * (t + 1) / c.count, k = c.start[t];
-            for (int64_t i = b; i < e; i++) {
-                if (!mask[i]) continue;
-                int64_t rest = i;
-                for (int d = nd - 1; d >= 0; d--) {
-                    o[k * nd + d] = rest % x->shape[d];
-                    rest /= x->shape[d];
-                }
-                k++;
-            }
-        }
+        c.dst = kn_tensor_data(out);
+        c.shape = x->shape;
+        c.nd = x->ndim;
+        kn_parallel_run(numel, c.count, nonzero_chunk, &c);
     }
     free(c.start);
     return out ? KN_OK : kn_last_status();

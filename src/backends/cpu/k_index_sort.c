@@ -2,6 +2,7 @@
  * each sorted row) and unique. A stable merge sort of (key, position) pairs per row; NaN
  * sorts as the largest value, and in unique each NaN is a value of its own (as in PyTorch:
  * NaN equals nothing), in the order the NaNs appear. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,32 +55,42 @@ static inline bool nan_none(int64_t v) { return false; }
         if (src != a) memcpy(a, src, sizeof *a * (size_t)n);                                             \
     }                                                                                                    \
     /* Rows (o, i) of x [outer, n, inner]; keeps the first k of each sorted row. */                      \
+    typedef struct sort_ctx_##SUF {                                                                      \
+        const ST *x;                                                                                     \
+        ST *vals;                                                                                        \
+        int64_t *idx;                                                                                    \
+        int64_t n, inner, k;                                                                             \
+        bool desc;                                                                                       \
+        atomic_bool failed; /* a chunk could not get its scratch */                                      \
+    } sort_ctx_##SUF;                                                                                    \
+    static void sort_chunk_##SUF(void *ctx, int64_t begin, int64_t end, int chunk) {                     \
+        sort_ctx_##SUF *c = ctx;                                                                         \
+        int64_t n = c->n, inner = c->inner, k = c->k;                                                    \
+        (void)chunk;                                                                                     \
+        pair_##SUF *buf = malloc(sizeof *buf * (size_t)(2 * n + 1));                                     \
+        if (!buf) {                                                                                      \
+            atomic_store(&c->failed, true);                                                              \
+            return;                                                                                      \
+        }                                                                                                \
+        for (int64_t r = begin; r < end; r++) {                                                          \
+            int64_t o = r / inner, i = r % inner;                                                        \
+            const ST *row = c->x + o * n * inner + i;                                                    \
+            for (int64_t j = 0; j < n; j++) buf[j] = (pair_##SUF){LOAD(row[j * inner]), j};              \
+            merge_sort_##SUF(buf, buf + n, n, c->desc);                                                  \
+            ST *vrow = c->vals + o * k * inner + i;                                                      \
+            int64_t *irow = c->idx + o * k * inner + i;                                                  \
+            for (int64_t j = 0; j < k; j++) {                                                            \
+                vrow[j * inner] = row[buf[j].pos * inner];                                               \
+                irow[j * inner] = buf[j].pos;                                                            \
+            }                                                                                            \
+        }                                                                                                \
+        free(buf);                                                                                       \
+    }                                                                                                    \
     static bool sort_rows_##SUF(const ST *x, ST *vals, int64_t *idx, int64_t outer, int64_t n,           \
                                 int64_t inner, int64_t k, bool desc) {                                   \
-        int64_t rows = outer * inner;                                                                    \
-        bool ok = true;                                                                                  \
-        _Pragma("omp parallel num_threads(kn_cpu_threads_for(rows * n * 4))") {                         \
-            pair_##SUF *buf = malloc(sizeof *buf * (size_t)(2 * n + 1));                                 \
-            if (!buf) {                                                                                  \
-                _Pragma("omp atomic write") ok = false;                                                  \
-            }                                                                                            \
-            _Pragma("omp for schedule(static)")                                                          \
-            for (int64_t r = 0; r < rows; r++) {                                                         \
-                if (!buf) continue;                                                                      \
-                int64_t o = r / inner, i = r % inner;                                                    \
-                const ST *row = x + o * n * inner + i;                                                   \
-                for (int64_t j = 0; j < n; j++) buf[j] = (pair_##SUF){LOAD(row[j * inner]), j};          \
-                merge_sort_##SUF(buf, buf + n, n, desc);                                                 \
-                ST *vrow = vals + o * k * inner + i;                                                     \
-                int64_t *irow = idx + o * k * inner + i;                                                 \
-                for (int64_t j = 0; j < k; j++) {                                                        \
-                    vrow[j * inner] = row[buf[j].pos * inner];                                           \
-                    irow[j * inner] = buf[j].pos;                                                        \
-                }                                                                                        \
-            }                                                                                            \
-            free(buf);                                                                                   \
-        }                                                                                                \
-        return ok;                                                                                       \
+        sort_ctx_##SUF c = {.x = x, .vals = vals, .idx = idx, .n = n, .inner = inner, .k = k, .desc = desc}; \
+        kn_parallel_for(outer * inner, n * 4, sort_chunk_##SUF, &c);                                     \
+        return !atomic_load(&c.failed);                                                                  \
     }                                                                                                    \
     /* unique of x[0, count): fills the outputs it allocates into n->out. */                             \
     static kn_status unique_##SUF(kn_node *n, const ST *x, int64_t count) {                              \

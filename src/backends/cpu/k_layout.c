@@ -4,6 +4,32 @@
 
 #include "backends/cpu/k_layout_move.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
+
+typedef struct cat_ctx {
+    const kn_node *n;
+    char *dst;
+    size_t es;
+    int dim, n_dense;
+    int64_t inner, out_row;
+    const int64_t *col; /* each input's first column */
+    const int *dense;   /* the contiguous inputs */
+} cat_ctx;
+
+/* Blocks [begin, end) of the contiguous inputs: block i is row i / n_dense of input
+ * dense[i % n_dense]. */
+static void cat_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    const cat_ctx *c = ctx;
+    (void)chunk;
+    for (int64_t i = begin; i < end; i++) {
+        int64_t r = i / c->n_dense;
+        int j = c->dense[i % c->n_dense];
+        const kn_tensor *x = c->n->in[j];
+        int64_t block = x->shape[c->dim] * c->inner;
+        memcpy(c->dst + (size_t)(r * c->out_row + c->col[j]) * c->es,
+               (const char *)kn_tensor_data(x) + (size_t)(r * block) * c->es, (size_t)block * c->es);
+    }
+}
 
 /* Contiguous inputs are memcpy'd block by block in one parallel loop; strided ones go
  * through the copy engine into a view of their slot in the output. */
@@ -45,23 +71,48 @@ static kn_status cat_kernel(kn_node *n) {
         if (st != KN_OK) break;
     }
     if (st == KN_OK) {
-        char *dst = kn_tensor_data(out);
-#pragma omp parallel for collapse(2) num_threads(kn_cpu_threads_for(kn_numel(out))) schedule(static)
-        for (int64_t r = 0; r < outer; r++)
-            for (int j = 0; j < n_dense; j++) {
-                kn_tensor *x = n->in[dense[j]];
-                int64_t block = x->shape[dim] * inner;
-                memcpy(dst + (size_t)(r * out_row + col[dense[j]]) * es,
-                       (const char *)kn_tensor_data(x) + (size_t)(r * block) * es, (size_t)block * es);
-            }
+        cat_ctx c = {.n = n, .dst = kn_tensor_data(out), .es = es, .dim = dim, .inner = inner, .out_row = out_row,
+                     .col = col, .dense = dense, .n_dense = n_dense};
+        int64_t blocks = outer * n_dense;
+        if (blocks) kn_parallel_for(blocks, kn_numel(out) / blocks, cat_chunk, &c);
     }
     free(col);
     free(dense);
     return st;
 }
 
-/* Each row of each matrix: the kept columns moved, the others zeroed (all-zero bytes are 0
- * in every dtype). */
+typedef struct triangle_ctx {
+    const kn_tensor *x;
+    char *dst;
+    const char *src;
+    size_t es;
+    int64_t R, C, k;
+    bool upper;
+} triangle_ctx;
+
+/* Rows [begin, end) of all the matrices: the kept columns moved, the others zeroed (all-zero
+ * bytes are 0 in every dtype). */
+static void triangle_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    const triangle_ctx *c = ctx;
+    const kn_tensor *x = c->x;
+    int nd = x->ndim;
+    int64_t R = c->R, C = c->C, rs = x->stride[nd - 2], cs = x->stride[nd - 1];
+    size_t es = c->es;
+    (void)chunk;
+    for (int64_t g = begin; g < end; g++) {
+        int64_t r = g % R;
+        int64_t lo = c->upper ? r + c->k : 0, hi = c->upper ? C : r + c->k + 1;
+        lo = lo < 0 ? 0 : lo > C ? C : lo;
+        hi = hi < lo ? lo : hi > C ? C : hi;
+        char *row = c->dst + (size_t)(g * C) * es;
+        const char *in = c->src + (kn_layout_row_offset(x, g / R, 2) + r * rs + lo * cs) * (int64_t)es;
+        memset(row, 0, (size_t)lo * es);
+        kn_layout_move(row + (size_t)lo * es, in, hi - lo, cs, es);
+        memset(row + (size_t)hi * es, 0, (size_t)(C - hi) * es);
+    }
+}
+
+/* Each row of each matrix: see triangle_chunk. */
 static kn_status triangle_kernel(kn_node *n) {
     kn_tensor *x = n->in[0], *out = n->out[0];
     int nd = x->ndim;
@@ -71,22 +122,22 @@ static kn_status triangle_kernel(kn_node *n) {
     if (kn_numel(out) == 0) return KN_OK;
     bool upper = n->op == KN_OP_triu;
     size_t es = kn_dtype_size(x->dtype);
-    char *dst = kn_tensor_data(out);
-    const char *src = kn_tensor_data(x);
-    int64_t rs = x->stride[nd - 2], cs = x->stride[nd - 1];
-#pragma omp parallel for num_threads(kn_cpu_threads_for(kn_numel(out))) schedule(static)
-    for (int64_t g = 0; g < rows; g++) {
-        int64_t r = g % R;
-        int64_t lo = upper ? r + k : 0, hi = upper ? C : r + k + 1;
-        lo = lo < 0 ? 0 : lo > C ? C : lo;
-        hi = hi < lo ? lo : hi > C ? C : hi;
-        char *row = dst + (size_t)(g * C) * es;
-        const char *in = src + (kn_layout_row_offset(x, g / R, 2) + r * rs + lo * cs) * (int64_t)es;
-        memset(row, 0, (size_t)lo * es);
-        kn_layout_move(row + (size_t)lo * es, in, hi - lo, cs, es);
-        memset(row + (size_t)hi * es, 0, (size_t)(C - hi) * es);
-    }
+    triangle_ctx c = {.x = x, .dst = kn_tensor_data(out), .src = kn_tensor_data(x), .es = es, .R = R, .C = C, .k = k,
+                      .upper = upper};
+    kn_parallel_for(rows, C, triangle_chunk, &c);
     return KN_OK;
+}
+
+typedef struct one_hot_ctx {
+    int64_t *o;
+    const int64_t *v;
+    int64_t classes;
+} one_hot_ctx;
+
+static void one_hot_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    const one_hot_ctx *c = ctx;
+    (void)chunk;
+    for (int64_t i = begin; i < end; i++) c->o[i * c->classes + c->v[i]] = 1;
 }
 
 /* Runs on the calling thread (KN_OPF_SYNC): reads the indices, sizes and fills the output. */
@@ -135,8 +186,7 @@ static kn_status one_hot_kernel(kn_node *n) {
     int64_t *o = kn_tensor_data(out);
     if (count > 0 && classes > 0) {
         memset(o, 0, sizeof *o * (size_t)(count * classes));
-#pragma omp parallel for num_threads(kn_cpu_threads_for(count * classes)) schedule(static)
-        for (int64_t i = 0; i < count; i++) o[i * classes + v[i]] = 1;
+        kn_parallel_for(count, classes, one_hot_chunk, &(one_hot_ctx){.o = o, .v = v, .classes = classes});
     }
     kn_tensor_decref(idx);
     n->out[n->n_out++] = out;

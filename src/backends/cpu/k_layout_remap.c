@@ -5,6 +5,7 @@
 
 #include "backends/cpu/k_layout_move.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 #define OUTSIDE INT64_MIN /* map entry of a constant-mode position that reads the fill value */
 
@@ -44,6 +45,49 @@ static int64_t cut_runs(const int64_t *map, int64_t n, run *runs) {
     return count;
 }
 
+typedef struct remap_ctx {
+    const kn_tensor *out;
+    char *dst;
+    const char *src;
+    size_t es;
+    int nd;
+    int64_t last, n_runs;
+    const int64_t *maps, *start; /* each dim's map, at start[d] */
+    const run *runs;             /* the last dim's */
+    const unsigned char *pattern;
+} remap_ctx;
+
+/* Output rows [r0, r1) (all dims but the last). */
+static void remap_chunk(void *ctx, int64_t r0, int64_t r1, int chunk) {
+    const remap_ctx *c = ctx;
+    const int64_t *shape = c->out->shape, *maps = c->maps, *start = c->start, last = c->last;
+    int nd = c->nd;
+    size_t es = c->es;
+    (void)chunk;
+    int64_t idx[KN_MAX_DIMS] = {0};
+    for (int64_t rem = r0, d = nd - 2; d >= 0; d--) idx[d] = rem % shape[d], rem /= shape[d];
+    for (int64_t r = r0; r < r1; r++) {
+        char *row = c->dst + (size_t)(r * last) * es;
+        int64_t off = 0;
+        bool outside = false;
+        for (int d = 0; d < nd - 1; d++) {
+            int64_t m = maps[start[d] + idx[d]];
+            if (m == OUTSIDE) outside = true;
+            else off += m;
+        }
+        if (outside) {
+            kn_layout_fill(row, last, c->pattern, es);
+        } else {
+            for (int64_t k = 0; k < c->n_runs; k++) {
+                const run *u = &c->runs[k];
+                if (u->fill) kn_layout_fill(row + (size_t)u->o0 * es, u->len, c->pattern, es);
+                else kn_layout_move(row + (size_t)u->o0 * es, c->src + (off + u->in0) * (int64_t)es, u->len, u->step, es);
+            }
+        }
+        for (int d = nd - 2; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
+    }
+}
+
 kn_status kn_cpu_remap_kernel(kn_node *n) {
     kn_tensor *x = n->in[0], *out = n->out[0];
     size_t es = kn_dtype_size(out->dtype);
@@ -77,34 +121,9 @@ kn_status kn_cpu_remap_kernel(kn_node *n) {
     int64_t n_runs = cut_runs(maps + start[nd - 1], last, runs);
     int64_t rows = kn_numel(out) / last;
 
-    int threads = kn_cpu_threads_for(rows * last);
-#pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-        int64_t idx[KN_MAX_DIMS] = {0};
-        for (int64_t rem = r0, d = nd - 2; d >= 0; d--) idx[d] = rem % out->shape[d], rem /= out->shape[d];
-        for (int64_t r = r0; r < r1; r++) {
-            char *row = dst + (size_t)(r * last) * es;
-            int64_t off = 0;
-            bool outside = false;
-            for (int d = 0; d < nd - 1; d++) {
-                int64_t m = maps[start[d] + idx[d]];
-                if (m == OUTSIDE) outside = true;
-                else off += m;
-            }
-            if (outside) {
-                kn_layout_fill(row, last, pattern, es);
-            } else {
-                for (int64_t k = 0; k < n_runs; k++) {
-                    const run *u = &runs[k];
-                    if (u->fill) kn_layout_fill(row + (size_t)u->o0 * es, u->len, pattern, es);
-                    else kn_layout_move(row + (size_t)u->o0 * es, src + (off + u->in0) * (int64_t)es, u->len, u->step, es);
-                }
-            }
-            for (int d = nd - 2; d >= 0 && ++idx[d] == out->shape[d]; d--) idx[d] = 0;
-        }
-    }
+    remap_ctx c = {.out = out, .dst = dst, .src = src, .es = es, .nd = nd, .last = last, .maps = maps, .start = start,
+                   .runs = runs, .n_runs = n_runs, .pattern = pattern};
+    kn_parallel_for(rows, last, remap_chunk, &c);
     free(maps);
     free(runs);
     return KN_OK;

@@ -1,9 +1,10 @@
 /* CPU pooling and resampling kernels over [planes, H, W] (PyTorch's window and coordinate
- * formulas); each plane is independent, so planes are split across threads. */
+ * formulas); each output row is independent, so rows are split across threads. */
 #include <math.h>
 
 #include "backends/cpu/k_nn.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 typedef struct planes {
     int64_t P, H, W, OH, OW;
@@ -39,129 +40,133 @@ static inline void bilinear_src(int64_t o, int64_t in, int64_t out, bool align, 
     *l = src - (double)*i0;
 }
 
-#define POOL_IMPL(T)                                                                                     \
-    static void max_pool_##T(const kn_node *n, const planes *p, const T *x, T *y, int64_t *idx) {        \
-        const kn_attrs_max_pool2d *a = KN_ATTRS(n, max_pool2d); /* avg_pool2d's too (op_table.c) */      \
-        const int64_t KH = a->kernel[0], KW = a->kernel[1], SH = a->stride[0], SW = a->stride[1];        \
-        const int64_t PH = a->padding[0], PW = a->padding[1], DH = a->dilation[0], DW = a->dilation[1];  \
-        (void)DH, (void)DW;                                                                              \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->OH * p->OW * KH * KW))")      \
-        for (int64_t q = 0; q < p->P; q++)                                                               \
-            for (int64_t oh = 0; oh < p->OH; oh++)                                                       \
-                for (int64_t ow = 0; ow < p->OW; ow++) {                                                 \
-                    int64_t h0 = oh * SH - PH, w0 = ow * SW - PW, best_i = -1;                           \
-                    T best = -INFINITY;                                                                  \
-                    for (int64_t kh = 0; kh < KH; kh++) {                                                \
-                        int64_t ih = h0 + kh * DH;                                                       \
-                        if (ih < 0 || ih >= p->H) continue;                                              \
-                        for (int64_t kw = 0; kw < KW; kw++) {                                            \
-                            int64_t iw = w0 + kw * DW;                                                   \
-                            if (iw < 0 || iw >= p->W) continue;                                          \
-                            T v = x[(q * p->H + ih) * p->W + iw];                                        \
-                            /* NaN wins and the last NaN's index is kept, as in PyTorch */               \
-                            if (best_i < 0 || v > best || isnan(v)) best = v, best_i = ih * p->W + iw;   \
-                        }                                                                                \
-                    }                                                                                    \
-                    int64_t k = (q * p->OH + oh) * p->OW + ow;                                           \
-                    y[k] = best, idx[k] = best_i;                                                        \
-                }                                                                                        \
-    }                                                                                                    \
-    static void avg_pool_##T(const kn_node *n, const planes *p, const T *x, T *y) {                      \
-        const kn_attrs_max_pool2d *a = KN_ATTRS(n, max_pool2d); /* avg_pool2d's too (op_table.c) */      \
-        const int64_t KH = a->kernel[0], KW = a->kernel[1], SH = a->stride[0], SW = a->stride[1];        \
-        const int64_t PH = a->padding[0], PW = a->padding[1], DH = a->dilation[0], DW = a->dilation[1];  \
-        (void)DH, (void)DW;                                                                              \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->OH * p->OW * KH * KW))")      \
-        for (int64_t q = 0; q < p->P; q++)                                                               \
-            for (int64_t oh = 0; oh < p->OH; oh++)                                                       \
-                for (int64_t ow = 0; ow < p->OW; ow++) {                                                 \
-                    int64_t hs = oh * SH - PH, ws = ow * SW - PW;                                        \
-                    int64_t he = imin(hs + KH, p->H + PH), we = imin(ws + KW, p->W + PW);                \
-                    int64_t padded = (he - hs) * (we - ws);                                              \
-                    hs = imax(hs, 0), ws = imax(ws, 0), he = imin(he, p->H), we = imin(we, p->W);        \
-                    double acc = 0;                                                                      \
-                    for (int64_t ih = hs; ih < he; ih++)                                                 \
-                        for (int64_t iw = ws; iw < we; iw++) acc += x[(q * p->H + ih) * p->W + iw];      \
-                    int64_t div = a->exclude_pad ? (he - hs) * (we - ws) : padded;                       \
-                    y[(q * p->OH + oh) * p->OW + ow] = (T)(div ? acc / (double)div : NAN);               \
-                }                                                                                        \
-    }                                                                                                    \
-    static void adaptive_##T(const planes *p, const T *x, T *y) {                                        \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->H * p->W))")                  \
-        for (int64_t q = 0; q < p->P; q++)                                                               \
-            for (int64_t oh = 0; oh < p->OH; oh++)                                                       \
-                for (int64_t ow = 0; ow < p->OW; ow++) {                                                 \
-                    int64_t hs = adaptive_start(oh, p->H, p->OH), he = adaptive_end(oh, p->H, p->OH);    \
-                    int64_t ws = adaptive_start(ow, p->W, p->OW), we = adaptive_end(ow, p->W, p->OW);    \
-                    double acc = 0;                                                                      \
-                    for (int64_t ih = hs; ih < he; ih++)                                                 \
-                        for (int64_t iw = ws; iw < we; iw++) acc += x[(q * p->H + ih) * p->W + iw];      \
-                    y[(q * p->OH + oh) * p->OW + ow] = (T)(acc / (double)((he - hs) * (we - ws)));       \
-                }                                                                                        \
-    }                                                                                                    \
-    static void nearest_##T(const planes *p, const T *x, T *y) {                                         \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(p->P * p->OH * p->OW))")                \
-        for (int64_t q = 0; q < p->P; q++)                                                               \
-            for (int64_t oh = 0; oh < p->OH; oh++) {                                                     \
-                const T *xr = x + (q * p->H + nearest_src(oh, p->H, p->OH)) * p->W;                      \
-                T *yr = y + (q * p->OH + oh) * p->OW;                                                    \
-                for (int64_t ow = 0; ow < p->OW; ow++) yr[ow] = xr[nearest_src(ow, p->W, p->OW)];        \
-            }                                                                                            \
-    }                                                                                                    \
-    static void bilinear_##T(const planes *p, const T *x, T *y, bool align) {                            \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(4 * p->P * p->OH * p->OW))")            \
-        for (int64_t q = 0; q < p->P; q++)                                                               \
-            for (int64_t oh = 0; oh < p->OH; oh++) {                                                     \
-                int64_t h0, h1, w0, w1;                                                                  \
-                double lh, lw;                                                                           \
-                bilinear_src(oh, p->H, p->OH, align, &h0, &h1, &lh);                                     \
-                const T *r0 = x + (q * p->H + h0) * p->W, *r1 = x + (q * p->H + h1) * p->W;              \
-                for (int64_t ow = 0; ow < p->OW; ow++) {                                                 \
-                    bilinear_src(ow, p->W, p->OW, align, &w0, &w1, &lw);                                 \
-                    double top = (1 - lw) * r0[w0] + lw * r0[w1], bot = (1 - lw) * r1[w0] + lw * r1[w1]; \
-                    y[(q * p->OH + oh) * p->OW + ow] = (T)((1 - lh) * top + lh * bot);                   \
-                }                                                                                        \
-            }                                                                                            \
+/* A kernel's operands; its loop runs over output rows (plane q, row oh), row = q * OH + oh. */
+typedef struct pool_ctx {
+    planes p;
+    const void *x;
+    void *y;
+    int64_t *idx;                  /* max_pool2d's indices */
+    const kn_attrs_max_pool2d *a;  /* avg_pool2d's too (op_table.c) */
+    bool align;                    /* bilinear's align_corners */
+} pool_ctx;
+
+/* NAME_T: a chunk function over output rows [begin, end) running the body (the variadic
+ * argument, which may hold commas) with c, p, x, y, row, q and oh in scope. */
+#define ROWS_FN(NAME, T, ...)                                                                            \
+    static void NAME##_##T(void *ctx, int64_t begin, int64_t end, int chunk) {                           \
+        const pool_ctx *c = ctx;                                                                         \
+        const planes *p = &c->p;                                                                         \
+        const T *x = c->x;                                                                               \
+        T *y = c->y;                                                                                     \
+        (void)chunk;                                                                                     \
+        for (int64_t row = begin; row < end; row++) {                                                    \
+            int64_t q = row / p->OH, oh = row % p->OH;                                                   \
+            __VA_ARGS__                                                                                  \
+        }                                                                                                \
     }
+
+/* The window attributes of max_pool2d and avg_pool2d. */
+#define WINDOW(a)                                                                                        \
+    const int64_t KH = a->kernel[0], KW = a->kernel[1], SH = a->stride[0], SW = a->stride[1];            \
+    const int64_t PH = a->padding[0], PW = a->padding[1], DH = a->dilation[0], DW = a->dilation[1];      \
+    (void)DH, (void)DW;
+
+#define POOL_IMPL(T)                                                                                     \
+    ROWS_FN(max_pool, T, {                                                                               \
+        WINDOW(c->a)                                                                                     \
+        for (int64_t ow = 0; ow < p->OW; ow++) {                                                         \
+            int64_t h0 = oh * SH - PH, w0 = ow * SW - PW, best_i = -1;                                   \
+            T best = -INFINITY;                                                                          \
+            for (int64_t kh = 0; kh < KH; kh++) {                                                        \
+                int64_t ih = h0 + kh * DH;                                                               \
+                if (ih < 0 || ih >= p->H) continue;                                                      \
+                for (int64_t kw = 0; kw < KW; kw++) {                                                    \
+                    int64_t iw = w0 + kw * DW;                                                           \
+                    if (iw < 0 || iw >= p->W) continue;                                                  \
+                    T v = x[(q * p->H + ih) * p->W + iw];                                                \
+                    /* NaN wins and the last NaN's index is kept, as in PyTorch */                       \
+                    if (best_i < 0 || v > best || isnan(v)) best = v, best_i = ih * p->W + iw;           \
+                }                                                                                        \
+            }                                                                                            \
+            int64_t k = row * p->OW + ow;                                                                \
+            y[k] = best, c->idx[k] = best_i;                                                             \
+        }                                                                                                \
+    })                                                                                                   \
+    ROWS_FN(avg_pool, T, {                                                                               \
+        WINDOW(c->a)                                                                                     \
+        for (int64_t ow = 0; ow < p->OW; ow++) {                                                         \
+            int64_t hs = oh * SH - PH, ws = ow * SW - PW;                                                \
+            int64_t he = imin(hs + KH, p->H + PH), we = imin(ws + KW, p->W + PW);                        \
+            int64_t padded = (he - hs) * (we - ws);                                                      \
+            hs = imax(hs, 0), ws = imax(ws, 0), he = imin(he, p->H), we = imin(we, p->W);                \
+            double acc = 0;                                                                              \
+            for (int64_t ih = hs; ih < he; ih++)                                                         \
+                for (int64_t iw = ws; iw < we; iw++) acc += x[(q * p->H + ih) * p->W + iw];              \
+            int64_t div = c->a->exclude_pad ? (he - hs) * (we - ws) : padded;                            \
+            y[row * p->OW + ow] = (T)(div ? acc / (double)div : NAN);                                    \
+        }                                                                                                \
+    })                                                                                                   \
+    ROWS_FN(adaptive, T, {                                                                               \
+        for (int64_t ow = 0; ow < p->OW; ow++) {                                                         \
+            int64_t hs = adaptive_start(oh, p->H, p->OH), he = adaptive_end(oh, p->H, p->OH);            \
+            int64_t ws = adaptive_start(ow, p->W, p->OW), we = adaptive_end(ow, p->W, p->OW);            \
+            double acc = 0;                                                                              \
+            for (int64_t ih = hs; ih < he; ih++)                                                         \
+                for (int64_t iw = ws; iw < we; iw++) acc += x[(q * p->H + ih) * p->W + iw];              \
+            y[row * p->OW + ow] = (T)(acc / (double)((he - hs) * (we - ws)));                            \
+        }                                                                                                \
+    })                                                                                                   \
+    ROWS_FN(nearest, T, {                                                                                \
+        const T *xr = x + (q * p->H + nearest_src(oh, p->H, p->OH)) * p->W;                              \
+        T *yr = y + row * p->OW;                                                                         \
+        for (int64_t ow = 0; ow < p->OW; ow++) yr[ow] = xr[nearest_src(ow, p->W, p->OW)];                \
+    })                                                                                                   \
+    ROWS_FN(bilinear, T, {                                                                               \
+        int64_t h0, h1, w0, w1;                                                                          \
+        double lh, lw;                                                                                   \
+        bilinear_src(oh, p->H, p->OH, c->align, &h0, &h1, &lh);                                          \
+        const T *r0 = x + (q * p->H + h0) * p->W, *r1 = x + (q * p->H + h1) * p->W;                      \
+        for (int64_t ow = 0; ow < p->OW; ow++) {                                                         \
+            bilinear_src(ow, p->W, p->OW, c->align, &w0, &w1, &lw);                                      \
+            double top = (1 - lw) * r0[w0] + lw * r0[w1], bot = (1 - lw) * r1[w0] + lw * r1[w1];         \
+            y[row * p->OW + ow] = (T)((1 - lh) * top + lh * bot);                                        \
+        }                                                                                                \
+    })
 POOL_IMPL(float)
 POOL_IMPL(double)
 
-/* Runs body with x and y as the compute dtype's arrays (T), over widened copies for 16-bit. */
-#define WITH_PLANES(n, BODY_F, BODY_D)                                                                                       \
+/* Runs chunk function FN (FN_float or FN_double) over the output rows, with x and y the
+ * compute dtype's arrays, over widened copies for 16-bit; `cost`: work per output row. */
+#define RUN_PLANES(n, FN, cost, ...)                                                                                         \
     do {                                                                                                                     \
         kn_tensor *out_ = (n)->out[0];                                                                                       \
         kn_dtype ct_ = kn_nn_compute_dtype(out_->dtype);                                                                     \
-        planes p = planes_of(n);                                                                                             \
+        pool_ctx c_ = {.p = planes_of(n), __VA_ARGS__};                                                                      \
         kn_tensor *xw_ = kn_nn_work((n)->in[0], ct_), *yw_ = kn_nn_work_out(out_, ct_);                                      \
         if (xw_ && yw_ && kn_numel(out_)) {                                                                                  \
-            if (ct_ == KN_F64) {                                                                                             \
-                const double *x = kn_tensor_data(xw_);                                                                       \
-                double *y = kn_tensor_data(yw_);                                                                             \
-                BODY_D;                                                                                                      \
-            } else {                                                                                                         \
-                const float *x = kn_tensor_data(xw_);                                                                        \
-                float *y = kn_tensor_data(yw_);                                                                              \
-                BODY_F;                                                                                                      \
-            }                                                                                                                \
+            const planes *p = &c_.p;                                                                                         \
+            c_.x = kn_tensor_data(xw_);                                                                                      \
+            c_.y = kn_tensor_data(yw_);                                                                                      \
+            kn_parallel_for(p->P * p->OH, (cost), ct_ == KN_F64 ? FN##_double : FN##_float, &c_);                            \
         }                                                                                                                    \
         if (xw_) kn_tensor_decref(xw_);                                                                                      \
         return kn_nn_finish(out_, yw_, xw_ && yw_ ? KN_OK : kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name((n)->op))); \
     } while (0)
 
 kn_status kn_nn_max_pool2d_kernel(kn_node *n) {
-    int64_t *idx = kn_tensor_data(n->out[1]);
-    WITH_PLANES(n, max_pool_float(n, &p, x, y, idx), max_pool_double(n, &p, x, y, idx));
+    const kn_attrs_max_pool2d *a = KN_ATTRS(n, max_pool2d);
+    RUN_PLANES(n, max_pool, p->OW * a->kernel[0] * a->kernel[1], .a = a, .idx = kn_tensor_data(n->out[1]));
 }
 kn_status kn_nn_avg_pool2d_kernel(kn_node *n) {
-    WITH_PLANES(n, avg_pool_float(n, &p, x, y), avg_pool_double(n, &p, x, y));
+    const kn_attrs_max_pool2d *a = KN_ATTRS(n, max_pool2d); /* avg_pool2d's too (op_table.c) */
+    RUN_PLANES(n, avg_pool, p->OW * a->kernel[0] * a->kernel[1], .a = a);
 }
 kn_status kn_nn_adaptive_avg_pool2d_kernel(kn_node *n) {
-    WITH_PLANES(n, adaptive_float(&p, x, y), adaptive_double(&p, x, y));
+    RUN_PLANES(n, adaptive, p->H * p->W / (p->OH ? p->OH : 1) + p->OW, .a = NULL);
 }
 kn_status kn_nn_upsample_nearest2d_kernel(kn_node *n) {
-    WITH_PLANES(n, nearest_float(&p, x, y), nearest_double(&p, x, y));
+    RUN_PLANES(n, nearest, p->OW, .a = NULL);
 }
 kn_status kn_nn_upsample_bilinear2d_kernel(kn_node *n) {
-    bool align = KN_ATTRS(n, upsample_bilinear2d)->align_corners;
-    WITH_PLANES(n, bilinear_float(&p, x, y, align), bilinear_double(&p, x, y, align));
+    RUN_PLANES(n, bilinear, 4 * p->OW, .align = KN_ATTRS(n, upsample_bilinear2d)->align_corners);
 }
