@@ -51,6 +51,11 @@ static bool apply_runtime(const char *task, train_options *o) {
                 kn_last_status() ? kn_last_error() : "not a mode (" KILN_MODES ")");
         return false;
     }
+    if (o->amp && strcmp(o->amp, "none") != 0 && strcmp(o->amp, "f32") != 0 && strcmp(o->amp, "bf16") != 0) {
+        fprintf(stderr, "kiln train %s: --amp/--dtype %s: not none, f32 or bf16\n", task, o->amp);
+        return false;
+    }
+    o->amp_dtype = o->amp && strcmp(o->amp, "bf16") == 0 ? KN_BF16 : KN_F32;
     o->trace = device.type == KN_DEVICE_META;
     /* A trace reads no values, so it writes nothing and resumes nothing. */
     const char *writes = !o->trace ? NULL : o->save_dir ? "--save" : o->resume_dir ? "--resume" : o->log_path ? "--log" : NULL;
