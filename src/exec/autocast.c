@@ -25,7 +25,7 @@ static const unsigned char policy[KN_OP_COUNT] = {
     [KN_OP_sum] = TO_F32, [KN_OP_mean] = TO_F32, [KN_OP_prod] = TO_F32, [KN_OP_var] = TO_F32,
     [KN_OP_std] = TO_F32, [KN_OP_norm] = TO_F32, [KN_OP_cumsum] = TO_F32, [KN_OP_cumprod] = TO_F32,
     [KN_OP_exp] = TO_F32, [KN_OP_expm1] = TO_F32, [KN_OP_log] = TO_F32, [KN_OP_log1p] = TO_F32,
-    [KN_OP_log2] = TO_F32, [KN_OP_pow] = TO_F32, [KN_OP_rsqrt] = TO_F32, [KN_OP_reciprocal] = TO_F32,
+    [KN_OP_log2] = TO_F32, [KN_OP_pow] = TO_F32, [KN_OP_pow_scalar] = TO_F32, [KN_OP_rsqrt] = TO_F32, [KN_OP_reciprocal] = TO_F32,
     [KN_OP_softplus] = TO_F32,
 };
 
@@ -85,7 +85,9 @@ bool kn_autocast_inputs(kn_op_id op, int n_in, kn_tensor *const *in, kn_tensor *
     if (!any) return true;
     for (int i = 0; i < n_in; i++) {
         kn_dtype d = target(rule, i, in[i]->dtype);
-        out[i] = d == in[i]->dtype ? in[i] : cast_to(in[i], d);
+        int same = 0; /* a tensor given twice (attention's q, k, v) is cast once */
+        while (same < i && (in[same] != in[i] || target(rule, same, in[same]->dtype) != d)) same++;
+        out[i] = d == in[i]->dtype ? in[i] : same < i ? kn_retain(out[same]) : cast_to(in[i], d);
         if (!out[i]) {
             kn_autocast_release(i, in, out);
             return false;

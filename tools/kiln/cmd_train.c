@@ -36,6 +36,18 @@ static void common_defaults(train_options *o) {
                          .device = "cpu", .keep_last = 2};
 }
 
+/* --NAME VALUE of the mixed-precision setting: `off` or bf16 (*dtype set to KN_BF16). Prints
+ * what was wrong and returns false for anything else. */
+static bool parse_amp(const char *task, const char *name, const char *value, const char *off, kn_dtype *dtype) {
+    if (!value || strcmp(value, off) == 0) return true;
+    if (strcmp(value, "bf16") == 0) {
+        *dtype = KN_BF16;
+        return true;
+    }
+    fprintf(stderr, "kiln train %s: --%s %s: not %s or bf16\n", task, name, value, off);
+    return false;
+}
+
 /* Threads, device and mode, from the options; a device without values makes the run a trace. */
 static bool apply_runtime(const char *task, train_options *o) {
     kn_device device;
@@ -51,11 +63,12 @@ static bool apply_runtime(const char *task, train_options *o) {
                 kn_last_status() ? kn_last_error() : "not a mode (" KILN_MODES ")");
         return false;
     }
-    if (o->amp && strcmp(o->amp, "none") != 0 && strcmp(o->amp, "f32") != 0 && strcmp(o->amp, "bf16") != 0) {
-        fprintf(stderr, "kiln train %s: --amp/--dtype %s: not none, f32 or bf16\n", task, o->amp);
+    if (!parse_amp(task, "amp", o->amp, "none", &o->amp_dtype) || !parse_amp(task, "dtype", o->dtype, "f32", &o->amp_dtype))
+        return false;
+    if (o->amp && o->dtype && (strcmp(o->amp, "bf16") == 0) != (strcmp(o->dtype, "bf16") == 0)) {
+        fprintf(stderr, "kiln train %s: --amp %s and --dtype %s disagree (they are one setting)\n", task, o->amp, o->dtype);
         return false;
     }
-    o->amp_dtype = o->amp && strcmp(o->amp, "bf16") == 0 ? KN_BF16 : KN_F32;
     o->trace = device.type == KN_DEVICE_META;
     /* A trace reads no values, so it writes nothing and resumes nothing. */
     const char *writes = !o->trace ? NULL : o->save_dir ? "--save" : o->resume_dir ? "--resume" : o->log_path ? "--log" : NULL;

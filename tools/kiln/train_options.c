@@ -108,7 +108,7 @@ static const struct option_def {
         "mixed precision: none | bf16 (bf16 autocast: matmul, convolution and attention compute in bf16; "
         "weights, gradients, optimizer state and checkpoints stay f32)",
         .default_text = "none"),
-    OPT("dtype", OPT_STR, amp, ALL, "compute dtype: f32 | bf16 (bf16 is --amp bf16)", .default_text = "f32"),
+    OPT("dtype", OPT_STR, dtype, ALL, "compute dtype: f32 | bf16 (bf16 is --amp bf16)", .default_text = "f32"),
     OPT("threads", OPT_INT, threads, ALL, "CPU threads", .default_text = "$KILN_THREADS, else one per core", .min = 1),
     OPT("quiet", OPT_FLAG, quiet, ALL, "no progress output", .default_text = "off"),
     OPT("profile", OPT_I64, profile, ALL,
