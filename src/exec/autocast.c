@@ -4,7 +4,6 @@
 #include "exec/autocast.h"
 
 #include "core/error.h"
-#include "exec/dispatch.h"
 #include "kiln/autocast.h"
 
 enum { KEEP, TO_LOW, TO_F32, TO_F32_FIRST };
@@ -57,15 +56,9 @@ kn_dtype kn_autocast_low_for(kn_dtype d) {
     return cast ? current : d;
 }
 
-/* The copy node kn_cast records (ops/elementwise.c), recorded here because exec sits below the
- * op functions: a cast of x keeps its shape. */
-static kn_tensor *cast_to(kn_tensor *x, kn_dtype dtype) {
-    kn_opctx c;
-    if (!kn_op_begin(&c, KN_OP_copy, 1, &x)) return NULL;
-    KN_ATTRS(c.node, copy)->dtype = dtype;
-    if (!kn_op_output(&c, dtype, x->shape, x->ndim)) return NULL;
-    return kn_op_run(&c);
-}
+static kn_tensor *(*cast_to)(kn_tensor *x, kn_dtype dtype);
+
+void kn_autocast_install_cast(kn_tensor *(*cast)(kn_tensor *x, kn_dtype dtype)) { cast_to = cast; }
 
 static kn_dtype target(int rule, int i, kn_dtype d) {
     switch (rule) {
@@ -79,7 +72,7 @@ static kn_dtype target(int rule, int i, kn_dtype d) {
 bool kn_autocast_inputs(kn_op_id op, int n_in, kn_tensor *const *in, kn_tensor **out, bool *changed) {
     *changed = false;
     int rule = policy[op];
-    if (current == KN_F32 || rule == KEEP || n_in > KN_NODE_MAX_IN) return true;
+    if (current == KN_F32 || rule == KEEP || n_in > KN_NODE_MAX_IN || !cast_to) return true;
     bool any = false;
     for (int i = 0; i < n_in; i++) any |= target(rule, i, in[i]->dtype) != in[i]->dtype;
     if (!any) return true;
