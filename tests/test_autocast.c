@@ -51,13 +51,26 @@ static void test_products_compute_in_the_autocast_dtype(void) {
     CHECK_DTYPE(attn, KN_BF16);
     CHECK_DTYPE(mm64, KN_F64);
     CHECK_DTYPE(mixed, KN_BF16);
-    /* The values are the product of the bf16-rounded operands. */
-    kn_tensor *want = kn_matmul(kn_cast(a, KN_BF16), kn_cast(b, KN_BF16));
-    double *got = read_f64(mm), *ref = read_f64(want);
-    CHECK(got && ref);
-    for (int i = 0; got && ref && i < 20; i++) CHECK_MSG(got[i] == ref[i], "matmul[%d]: %g, want %g", i, got[i], ref[i]);
-    free(got);
-    free(ref);
+    /* The values are the products of the bf16-rounded operands, also where an operand is a
+     * transposed or permuted view (cast in its storage order and permuted back). */
+    kn_tensor *bt = rand_tensor(KN_SHAPE(5, 8), KN_F32, -1, 1), *b3t = rand_tensor(KN_SHAPE(3, 2, 8), KN_F32, -1, 1);
+    kn_tensor *b3p = kn_permute(b3t, KN_SHAPE(1, 2, 0));
+    CHECK(kn_autocast_push(KN_BF16) == KN_OK);
+    kn_tensor *got_t = kn_matmul(a, kn_transpose(bt, 0, 1)), *got_p = kn_bmm(a3, b3p);
+    CHECK(kn_autocast_pop() == KN_OK);
+    kn_tensor *got[] = {mm, got_t, got_p};
+    kn_tensor *want[] = {kn_matmul(kn_cast(a, KN_BF16), kn_cast(b, KN_BF16)),
+                         kn_matmul(kn_cast(a, KN_BF16), kn_transpose(kn_cast(bt, KN_BF16), 0, 1)),
+                         kn_bmm(kn_cast(a3, KN_BF16), kn_permute(kn_cast(b3t, KN_BF16), KN_SHAPE(1, 2, 0)))};
+    for (int k = 0; k < 3; k++) {
+        CHECK_DTYPE(got[k], KN_BF16);
+        double *g = read_f64(got[k]), *r = read_f64(want[k]);
+        CHECK(g && r);
+        for (int64_t i = 0; g && r && i < kn_numel(want[k]); i++)
+            CHECK_MSG(g[i] == r[i], "product %d [%lld]: %g, want %g", k, (long long)i, g[i], r[i]);
+        free(g);
+        free(r);
+    }
     /* f16 autocast, the same way */
     CHECK(kn_autocast_push(KN_F16) == KN_OK);
     kn_tensor *mm16 = kn_matmul(a, b);
