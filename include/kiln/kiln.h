@@ -3,6 +3,7 @@
 #define KILN_H
 
 #include "kiln/atomic_file.h"
+#include "kiln/autocast.h"
 #include "kiln/dtype.h"
 #include "kiln/io.h"
 #include "kiln/hf.h"

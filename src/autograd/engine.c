@@ -6,6 +6,7 @@
 #include "autograd/autograd_impl.h"
 #include "core/error.h"
 #include "core/tensor_impl.h"
+#include "kiln/autocast.h"
 #include "kiln/ops.h"
 #include "ops/custom_registry.h"
 
@@ -170,6 +171,8 @@ kn_status kn_backward_ex(kn_tensor *root, kn_tensor *seed, bool retain_graph) {
         return describe_root_error(root, "a seed gradient is needed for a root with more than one element");
     if (seed && (!same_shape(kn_shape_of(seed), kn_shape_of(root)) || kn_dtype_of(seed) != kn_dtype_of(root)))
         return describe_root_error(root, "the seed gradient's shape or dtype differs from the root's");
+    /* Formulas run in the dtypes their forward ops ran in, as in PyTorch: autocast off. */
+    if (kn_autocast_push(KN_F32) != KN_OK) return kn_last_status();
     bool was_enabled = kn_set_grad_enabled(false);
     kn_scope_push();
     kn_tensor *g = seed ? seed : kn_ones_like(root);
@@ -210,6 +213,7 @@ kn_status kn_backward_ex(kn_tensor *root, kn_tensor *seed, bool retain_graph) {
     free(ready.items);
     kn_scope_pop();
     kn_set_grad_enabled(was_enabled);
+    kn_autocast_pop();
     return st;
 }
 

@@ -10,6 +10,7 @@
 #include "core/call_site.h"
 #include "core/runtime_impl.h"
 #include "core/stats.h"
+#include "exec/autocast.h"
 #include "exec/interpose.h"
 #include "exec/profile.h"
 #include "exec/scheduler.h"
@@ -44,10 +45,19 @@ bool kn_op_begin_on(kn_opctx *c, kn_op_id op, int n_in, kn_tensor *const *in, kn
             kn_error_null_input(kn_op_name(op), i);
             return false;
         }
+    /* Under autocast the node takes the policy's casts of its inputs (recorded first). */
+    kn_tensor *cast[KN_NODE_MAX_IN];
+    bool autocast;
+    if (!kn_autocast_inputs(op, n_in, in, cast, &autocast)) return false;
+    kn_tensor *const *given = in;
+    if (autocast) in = cast;
     kn_node *n = kn_node_make(op, n_in);
+    if (n) {
+        kn_stat_add(KN_STAT_OPS_RECORDED, 1);
+        for (int i = 0; i < n_in; i++) n->in[i] = kn_tensor_incref(in[i]);
+    }
+    if (autocast) kn_autocast_release(n_in, given, cast);
     if (!n) return false;
-    kn_stat_add(KN_STAT_OPS_RECORDED, 1);
-    for (int i = 0; i < n_in; i++) n->in[i] = kn_tensor_incref(in[i]);
     c->node = n;
 
     c->device = n_in ? in[0]->storage->device : device;

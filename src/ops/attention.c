@@ -96,8 +96,8 @@ kn_tensor *kn_scaled_dot_product_attention(kn_tensor *q, kn_tensor *k, kn_tensor
     kn_shape shapes[4] = {with_tail(batch, oq.heads, oq.t, oq.d), with_tail(batch, ok.heads, ok.t, ok.d),
                           with_tail(batch, ov.heads, ov.t, ov.d), with_tail(batch, oq.heads, oq.t, ok.t)};
     kn_dtype mask_dt = !mask || mask->dtype == KN_BOOL ? KN_BOOL : r.compute == KN_F64 ? KN_F64 : KN_F32;
-    for (int i = 0; i < (mask ? 4 : 3); i++)
-        if (!kn_loss_set_input(&c, i, in[i], i < 3 ? r.compute : mask_dt, &shapes[i], names[i])) return NULL;
+    for (int i = 0; i < (mask ? 4 : 3); i++) /* the node's inputs: autocast may have cast them */
+        if (!kn_loss_set_input(&c, i, c.node->in[i], i < 3 ? r.compute : mask_dt, &shapes[i], names[i])) return NULL;
     if (!kn_op_add_outputs(&c, &r)) return NULL;
     if (opts.dropout_p > 0) {
         uint64_t probs = (uint64_t)kn_shape_numel(batch) * (uint64_t)(oq.heads * oq.t * ok.t);

@@ -2,6 +2,7 @@
  * the op table's expressions (defs/unary.def, defs/binary.def). */
 #include <math.h>
 
+#include "exec/autocast.h"
 #include "exec/dispatch.h"
 #include "kiln/ops.h"
 #include "ops/op_rules.h"
@@ -284,3 +285,40 @@ kn_tensor *kn_cast(kn_tensor *x, kn_dtype dtype) {
     if (!kn_op_outputs_inferred(&c)) return NULL;
     return kn_op_run(&c);
 }
+
+/* The order of x's dims that lays its elements out contiguously (by decreasing stride; size-1
+ * dims go anywhere), or false when no order does (x broadcast, sliced or overlapping). */
+static bool storage_order(const kn_tensor *x, kn_shape *order) {
+    order->n = x->ndim;
+    for (int i = 0; i < x->ndim; i++) {
+        int j = i;
+        for (; j > 0 && x->stride[order->v[j - 1]] < x->stride[i]; j--) order->v[j] = order->v[j - 1];
+        order->v[j] = i;
+    }
+    int64_t want = 1;
+    for (int k = x->ndim - 1; k >= 0; k--) {
+        int d = (int)order->v[k];
+        if (x->shape[d] != 1 && x->stride[d] != want) return false;
+        want *= x->shape[d];
+    }
+    return true;
+}
+
+/* Autocast's casts (exec/autocast.h) keep a permuted tensor's layout, as PyTorch's casts do: a
+ * transposed weight is cast in its storage order and permuted back, so the copy streams
+ * through memory instead of transposing it, and the product reads the bf16 operand transposed
+ * as it read the f32 one. */
+static kn_tensor *cast_in_layout(kn_tensor *x, kn_dtype dtype) {
+    kn_shape order;
+    if (kn_is_contiguous(x) || !storage_order(x, &order)) return kn_cast(x, dtype);
+    kn_shape back = {.n = order.n};
+    for (int k = 0; k < order.n; k++) back.v[order.v[k]] = k;
+    kn_tensor *laid = kn_permute(x, order);
+    kn_tensor *cast = laid ? kn_cast(laid, dtype) : NULL;
+    kn_tensor *out = cast ? kn_permute(cast, back) : NULL;
+    kn_release(laid);
+    kn_release(cast);
+    return out;
+}
+
+__attribute__((constructor)) static void install_autocast_cast(void) { kn_autocast_install_cast(cast_in_layout); }

@@ -1,6 +1,7 @@
 /* Matrix products: matmul's torch.matmul rules, and the forms built on it. */
 #include <math.h>
 
+#include "exec/autocast.h"
 #include "exec/dispatch.h"
 #include "kiln/ops.h"
 #include "ops/op_rules.h"
@@ -32,7 +33,7 @@ static kn_tensor *matmul_nd(kn_tensor *a, kn_tensor *b) {
     kn_opctx c;
     kn_op_infer r;
     if (!kn_op_begin(&c, KN_OP_matmul, 2, (kn_tensor *[]){a, b}) || !kn_op_infer_node(&c, &r)) return NULL;
-    kn_tensor *ops[2] = {a, b};
+    kn_tensor *ops[2] = {c.node->in[0], c.node->in[1]}; /* autocast's casts, if it made them */
     for (int i = 0; i < 2; i++) {
         kn_shape wide_shape = r.shape[0];
         wide_shape.v[wide_shape.n - 2] = ops[i]->shape[ops[i]->ndim - 2];
@@ -110,6 +111,13 @@ static kn_tensor *scaled(kn_tensor *t, double k) {
     return kn_mul_scalar(t, k);
 }
 
+/* An operand added to a product: under autocast it joins the product's low dtype (as the
+ * bias of PyTorch's linear and addmm does); otherwise t itself (a new handle). */
+static kn_tensor *joined(kn_tensor *t) {
+    kn_dtype d = kn_autocast_low_for(t->dtype);
+    return d == t->dtype ? kn_retain(t) : kn_cast(t, d);
+}
+
 kn_tensor *kn_addmm(kn_tensor *input, kn_tensor *a, kn_tensor *b, double beta, double alpha) {
     if (!input || !a || !b) {
         kn_error_null_input("addmm", !input ? 0 : !a ? 1 : 2);
@@ -121,6 +129,7 @@ kn_tensor *kn_addmm(kn_tensor *input, kn_tensor *a, kn_tensor *b, double beta, d
                              kn_describe(b, db, sizeof db));
     kn_scope_push();
     kn_tensor *mm = matmul_nd(a, b);
+    input = joined(input); /* under autocast, the product's dtype */
     kn_tensor *lhs = beta == 1 ? input : scaled(input, beta);
     kn_tensor *rhs = alpha == 1 ? mm : scaled(mm, alpha);
     /* beta = 0 ignores input, NaN included, as BLAS and PyTorch do. */
@@ -146,7 +155,9 @@ kn_tensor *kn_linear(kn_tensor *x, kn_tensor *weight, kn_tensor *bias) {
     kn_tensor *y = wt ? kn_matmul(x, wt) : NULL;
     kn_release(wt);
     if (!y || !bias) return y;
-    kn_tensor *out = kn_add(y, bias);
+    kn_tensor *b = joined(bias);
+    kn_tensor *out = b ? kn_add(y, b) : NULL;
+    kn_release(b);
     kn_release(y);
     return out;
 }

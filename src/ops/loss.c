@@ -93,13 +93,14 @@ static kn_tensor *class_loss(kn_op_id op, kn_tensor *scores, kn_tensor *target, 
     if (o.weight && (o.weight->ndim != 1 || o.weight->shape[0] != C))
         return kn_op_fail(&c, KN_ERR_SHAPE, "weight must have shape [%lld] (one per class)", (long long)C);
 
-    kn_tensor *moved = kn_permute(scores, order);
+    /* the node's inputs from here: autocast may have cast them */
+    kn_tensor *moved = kn_permute(c.node->in[0], order);
     if (!moved) return kn_op_fail(&c, kn_last_status(), "%s", "could not move the class dim last");
     kn_op_set_input(&c, 0, moved);
     kn_release(moved);
     if (probs) {
-        kn_tensor *tmoved = kn_permute(target, order);
-        bool ok = tmoved && kn_loss_set_input(&c, 1, tmoved, scores->dtype, NULL, "target");
+        kn_tensor *tmoved = kn_permute(c.node->in[1], order);
+        bool ok = tmoved && kn_loss_set_input(&c, 1, tmoved, c.node->in[0]->dtype, NULL, "target");
         kn_release(tmoved);
         if (!ok) return c.node ? kn_op_fail(&c, kn_last_status(), "%s", "could not move the class dim last") : NULL;
     }
@@ -157,9 +158,12 @@ static kn_tensor *pointwise_loss(kn_op_id op, kn_tensor *const in[4], kn_reducti
     kn_shape shape;
     kn_broadcast_shapes(kn_op_name(op), kn_shape_of(in[0]), kn_shape_of(in[1]), &shape); /* the rule's */
     static const char *const names[4] = {"input", "target", "weight", "pos_weight"};
-    for (int i = 0, slot = 0; i < 4; i++)
-        if (i < 2 || in[i])
-            if (!kn_loss_set_input(&c, slot++, in[i], r.compute, &shape, names[i])) return NULL;
+    for (int i = 0, slot = 0; i < 4; i++) {
+        if (i >= 2 && !in[i]) continue;
+        /* the node's input: autocast may have cast it */
+        if (!kn_loss_set_input(&c, slot, c.node->in[slot], r.compute, &shape, names[i])) return NULL;
+        slot++;
+    }
     if (!kn_op_add_outputs(&c, &r)) return NULL;
     return kn_op_run(&c);
 }

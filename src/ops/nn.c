@@ -3,7 +3,8 @@
 #include "ops/ops_internal.h"
 
 bool kn_nn_begin(kn_opctx *c, kn_op_id op, int n_slots, kn_tensor *const *slots) {
-    return kn_op_begin_slots(c, op, n_slots, slots) && kn_nn_prepare_input(c, 0, slots[0]->dtype);
+    /* x in the dtype the node took it in (autocast may have cast it) */
+    return kn_op_begin_slots(c, op, n_slots, slots) && kn_nn_prepare_input(c, 0, c->node->in[0]->dtype);
 }
 
 bool kn_nn_prepare_input(kn_opctx *c, int i, kn_dtype dtype) {

@@ -65,7 +65,7 @@ static kn_tensor *conv_any(kn_tensor *x, kn_tensor *w, kn_tensor *bias, kn_conv_
             return kn_op_fail(&c, KN_ERR_ARG, "stride and dilation must be positive, padding non-negative");
     }
     a->groups = o.groups;
-    if (!kn_op_infer_node(&c, &r) || !kn_nn_prepare_input(&c, 1, x->dtype) || !kn_op_add_outputs(&c, &r)) return NULL;
+    if (!kn_op_infer_node(&c, &r) || !kn_nn_prepare_input(&c, 1, c.node->in[0]->dtype) || !kn_op_add_outputs(&c, &r)) return NULL;
     return kn_op_run(&c);
 }
 

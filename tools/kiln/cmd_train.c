@@ -36,6 +36,18 @@ static void common_defaults(train_options *o) {
                          .device = "cpu", .keep_last = 2};
 }
 
+/* --NAME VALUE of the mixed-precision setting: `off` or bf16 (*dtype set to KN_BF16). Prints
+ * what was wrong and returns false for anything else. */
+static bool parse_amp(const char *task, const char *name, const char *value, const char *off, kn_dtype *dtype) {
+    if (!value || strcmp(value, off) == 0) return true;
+    if (strcmp(value, "bf16") == 0) {
+        *dtype = KN_BF16;
+        return true;
+    }
+    fprintf(stderr, "kiln train %s: --%s %s: not %s or bf16\n", task, name, value, off);
+    return false;
+}
+
 /* Threads, device and mode, from the options; a device without values makes the run a trace. */
 static bool apply_runtime(const char *task, train_options *o) {
     kn_device device;
@@ -49,6 +61,12 @@ static bool apply_runtime(const char *task, train_options *o) {
     if (o->mode && (!kn_mode_parse(o->mode, &mode) || kn_set_mode(mode) != KN_OK)) {
         fprintf(stderr, "kiln train %s: --mode %s: %s\n", task, o->mode,
                 kn_last_status() ? kn_last_error() : "not a mode (" KILN_MODES ")");
+        return false;
+    }
+    if (!parse_amp(task, "amp", o->amp, "none", &o->amp_dtype) || !parse_amp(task, "dtype", o->dtype, "f32", &o->amp_dtype))
+        return false;
+    if (o->amp && o->dtype && (strcmp(o->amp, "bf16") == 0) != (strcmp(o->dtype, "bf16") == 0)) {
+        fprintf(stderr, "kiln train %s: --amp %s and --dtype %s disagree (they are one setting)\n", task, o->amp, o->dtype);
         return false;
     }
     o->trace = device.type == KN_DEVICE_META;

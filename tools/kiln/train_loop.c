@@ -76,6 +76,13 @@ static void show_progress(const train_options *o, int64_t step, int64_t first, d
                 (long long)o->steps, loss, lr, tok_s, spent, left);
 }
 
+kn_tensor *train_micro_loss(const train_options *o, const train_job *job, int64_t g) {
+    if (kn_autocast_push(o->amp_dtype) != KN_OK) return NULL;
+    kn_tensor *loss = job->micro_loss(job->ctx, g);
+    kn_autocast_pop();
+    return loss;
+}
+
 /* One optimizer step: K micro-batches (each loss scaled by 1/K), clipping, the update. */
 static kn_status train_step(const train_options *o, const train_job *job, kn_optimizer *opt, int64_t step, double lr,
                             double *loss_out, double *grad_norm) {
@@ -83,7 +90,7 @@ static kn_status train_step(const train_options *o, const train_job *job, kn_opt
     kn_status st = KN_OK;
     for (int j = 0; st == KN_OK && j < o->grad_accum; j++) {
         kn_scope_push();
-        kn_tensor *loss = job->micro_loss(job->ctx, step * o->grad_accum + j);
+        kn_tensor *loss = train_micro_loss(o, job, step * o->grad_accum + j);
         double v = NAN;
         st = loss ? kn_backward(kn_div_scalar(loss, o->grad_accum)) : kn_last_status();
         if (st == KN_OK) st = kn_item(loss, &v);

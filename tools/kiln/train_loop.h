@@ -32,6 +32,9 @@ typedef struct train_job {
     double *losses;
 } train_job;
 
+/* The loss of micro-batch g (job->micro_loss), its forward under --amp's autocast. */
+kn_tensor *train_micro_loss(const train_options *o, const train_job *job, int64_t g);
+
 /* Runs o->steps steps (from the checkpoint in o->resume_dir, if given). 0 on success; on
  * failure prints the error and returns 1. *final_loss gets the last step's loss (NaN when
  * no step ran). */

@@ -104,6 +104,11 @@ static const struct option_def {
         "cpu | meta (meta: trace the training steps' ops, FLOPs and peak memory; "
         "nothing is allocated, read or written)"),
     OPT("mode", OPT_STR, mode, ALL, "execution mode: " KILN_MODES, .default_text = "$KILN_MODE, else strict"),
+    OPT("amp", OPT_STR, amp, ALL,
+        "mixed precision: none | bf16 (bf16 autocast: matmul, convolution and attention compute in bf16; "
+        "weights, gradients, optimizer state and checkpoints stay f32)",
+        .default_text = "none"),
+    OPT("dtype", OPT_STR, dtype, ALL, "compute dtype: f32 | bf16 (bf16 is --amp bf16)", .default_text = "f32"),
     OPT("threads", OPT_INT, threads, ALL, "CPU threads", .default_text = "$KILN_THREADS, else one per core", .min = 1),
     OPT("quiet", OPT_FLAG, quiet, ALL, "no progress output", .default_text = "off"),
     OPT("profile", OPT_I64, profile, ALL,

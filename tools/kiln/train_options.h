@@ -45,6 +45,8 @@ typedef struct train_options {
                           * export and the evaluation), as if killed */
     /* runtime */
     const char *device, *mode;
+    const char *amp, *dtype; /* --amp none | bf16, --dtype f32 | bf16: one setting, two spellings */
+    kn_dtype amp_dtype;      /* from them: KN_BF16 for bf16 autocast (kiln/autocast.h), else KN_F32 */
     int threads;
     bool quiet;
     int64_t profile; /* the last this many steps' kernels are timed per op and printed at the end */

@@ -44,7 +44,7 @@ static kn_status trace_step(const train_options *o, const train_job *job, kn_opt
     kn_status st = KN_OK;
     for (int j = 0; st == KN_OK && j < o->grad_accum; j++) {
         kn_scope_push();
-        kn_tensor *loss = job->micro_loss(job->ctx, step * o->grad_accum + j);
+        kn_tensor *loss = train_micro_loss(o, job, step * o->grad_accum + j);
         st = loss ? kn_backward(kn_div_scalar(loss, o->grad_accum)) : kn_last_status();
         kn_scope_pop();
     }
