@@ -143,8 +143,14 @@ int64_t gpt2_num_params(const gpt2 *m) { return kn_module_num_params((void *)m);
 
 /* ---- forward ------------------------------------------------------------------------------ */
 
-/* HF Conv1D: x @ w + b with w stored [in, out]. */
-static kn_tensor *conv1d(kn_tensor *x, kn_tensor *w, kn_tensor *b) { return kn_add(kn_matmul(x, w), b); }
+/* HF Conv1D: x @ w + b with w stored [in, out]. The bias joins the product in its dtype (an
+ * addmm, as PyTorch's autocast keeps it): under bf16 autocast an f32 bias would turn every
+ * projection's output back to f32. */
+static kn_tensor *conv1d(kn_tensor *x, kn_tensor *w, kn_tensor *b) {
+    kn_tensor *y = kn_matmul(x, w);
+    if (!y || kn_dtype_of(y) == kn_dtype_of(b)) return kn_add(y, b);
+    return kn_add(y, kn_cast(b, kn_dtype_of(y)));
+}
 
 static kn_tensor *dropout(const gpt2 *m, kn_tensor *x) {
     return kn_dropout(x, m->cfg.dropout, kn_module_is_training(m));
