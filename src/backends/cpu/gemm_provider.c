@@ -120,14 +120,22 @@ bool kn_gemm_measured(kn_dtype dt, double seconds[KN_GEMM_PROVIDER_COUNT]) {
 
 static kn_gemm_counts counts;
 
-static kn_status choose(kn_dtype dt, kn_device dev, kn_gemm_provider *out, bool *fell_back) {
+kn_status kn_gemm_forced(kn_gemm_provider *out) {
     int f = read_forced();
-    *fell_back = false;
     if (f == FORCED_BAD)
         return kn_error(KN_ERR_ARG, "KILN_GEMM=%s names no matmul provider (openblas, onednn or ref)",
                         getenv("KILN_GEMM") ? getenv("KILN_GEMM") : "");
-    *fell_back = f != FORCED_NONE && !kn_gemm_has((kn_gemm_provider)f, dt);
-    *out = f != FORCED_NONE && !*fell_back ? (kn_gemm_provider)f : default_for(dt, dev);
+    *out = f == FORCED_NONE ? KN_GEMM_PROVIDER_COUNT : (kn_gemm_provider)f;
+    return KN_OK;
+}
+
+static kn_status choose(kn_dtype dt, kn_device dev, kn_gemm_provider *out, bool *fell_back) {
+    kn_gemm_provider f = KN_GEMM_PROVIDER_COUNT;
+    kn_status st = kn_gemm_forced(&f);
+    *fell_back = false;
+    if (st != KN_OK) return st;
+    *fell_back = f != KN_GEMM_PROVIDER_COUNT && !kn_gemm_has(f, dt);
+    *out = f != KN_GEMM_PROVIDER_COUNT && !*fell_back ? f : default_for(dt, dev);
     return KN_OK;
 }
 
