@@ -29,13 +29,20 @@ void kn_conv_counts_reset(void) {
     for (int d = 0; d < KN_DTYPE_COUNT; d++) __atomic_store_n(&counts.fallbacks[d], 0, __ATOMIC_RELAXED);
 }
 
-kn_status kn_conv_select(kn_conv_kind kind, kn_dtype dt, bool *onednn) {
+/* The default (docs/decisions.md, rough timings): oneDNN's direct kernels beat im2col + GEMM
+ * from about 64 output positions per image in bf16 and 256 in f32; below that, on a network's
+ * deepest layers (4x4), the batched im2col GEMM wins, by most on the weight gradient. */
+static bool onednn_by_default(kn_dtype dt, const kn_conv_geom *g) {
+    const int64_t positions = g->OH * g->OW;
+    return dt == KN_BF16 ? positions >= 64 : dt == KN_F32 && positions >= 256;
+}
+
+kn_status kn_conv_select(kn_conv_kind kind, kn_dtype dt, const kn_conv_geom *g, bool *onednn) {
     kn_gemm_provider forced = KN_GEMM_PROVIDER_COUNT;
     kn_status st = kn_gemm_forced(&forced);
     if (st != KN_OK) return st;
     bool has = kn_conv_onednn_has(kind, dt);
-    /* The default (docs/decisions.md): oneDNN for bf16, whose im2col path widens to f32. */
-    *onednn = has && (forced == KN_GEMM_ONEDNN || (forced == KN_GEMM_PROVIDER_COUNT && dt == KN_BF16));
+    *onednn = has && (forced == KN_GEMM_ONEDNN || (forced == KN_GEMM_PROVIDER_COUNT && onednn_by_default(dt, g)));
     if (forced == KN_GEMM_ONEDNN && !has) kn_conv_count_fallback(dt);
     __atomic_fetch_add(&counts.selected[*onednn ? KN_GEMM_ONEDNN : KN_GEMM_OPENBLAS][dt], 1, __ATOMIC_RELAXED);
     return KN_OK;
@@ -43,14 +50,16 @@ kn_status kn_conv_select(kn_conv_kind kind, kn_dtype dt, bool *onednn) {
 
 #ifdef KILN_HAVE_ONEDNN
 
-/* A primitive descriptor of one kind for n images of g in dt (results in f32). */
+/* A primitive descriptor of one kind for n images of g in dt (results in f32), letting oneDNN
+ * choose its layouts (blocked ones run its direct kernels; plain NCHW only its im2col one),
+ * and the plain descriptors of the caller's three operands: a, b and the result (conv_onednn.h). */
 static dnnl_status_t make_pd(dnnl_engine_t engine, dnnl_primitive_desc_t *pd, kn_conv_kind kind,
-                             const kn_conv_geom *g, int64_t n, dnnl_data_type_t dt) {
-    dnnl_memory_desc_t src, wei, dst, src_f, wei_f, dst_f;
+                             const kn_conv_geom *g, int64_t n, dnnl_data_type_t dt, dnnl_memory_desc_t plain[3]) {
+    dnnl_memory_desc_t src, wei, dst, src_f, wei_f, dst_f, p_src, p_wei, p_dst, p_src_f, p_wei_f, p_dst_f;
     dnnl_dims_t sd = {n, g->G * g->Cg, g->H, g->W}, dd = {n, g->G * g->Coutg, g->OH, g->OW};
     dnnl_dims_t wd = {g->G, g->Coutg, g->Cg, g->KH, g->KW};
     const int wn = g->G > 1 ? 5 : 4;
-    const dnnl_format_tag_t wtag = g->G > 1 ? dnnl_goihw : dnnl_oihw;
+    const dnnl_format_tag_t wtag = g->G > 1 ? dnnl_goihw : dnnl_oihw, any = dnnl_format_tag_any;
     dnnl_dims_t strides = {g->sh, g->sw}, dil = {g->dh - 1, g->dw - 1}, pl = {g->ph, g->pw};
     /* The right/bottom padding that makes the output OH x OW (negative when the stride leaves
      * input rows unread; oneDNN may turn that down). */
@@ -58,13 +67,24 @@ static dnnl_status_t make_pd(dnnl_engine_t engine, dnnl_primitive_desc_t *pd, kn
                       (g->OW - 1) * g->sw + (g->KW - 1) * g->dw + 1 - g->W - g->pw};
     const dnnl_data_type_t f = dnnl_f32;
     const int64_t *w_dims = g->G > 1 ? wd : wd + 1;
-    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&src, 4, sd, dt, dnnl_nchw);
-    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&wei, wn, w_dims, dt, wtag);
-    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&dst, 4, dd, dt, dnnl_nchw);
-    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&src_f, 4, sd, f, dnnl_nchw);
-    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&wei_f, wn, w_dims, f, wtag);
-    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&dst_f, 4, dd, f, dnnl_nchw);
+    const struct {
+        dnnl_memory_desc_t *md;
+        int nd;
+        const int64_t *dims;
+        dnnl_data_type_t t;
+        dnnl_format_tag_t tag;
+    } mds[] = {{&src, 4, sd, dt, any},        {&wei, wn, w_dims, dt, any},     {&dst, 4, dd, dt, any},
+               {&src_f, 4, sd, f, any},       {&wei_f, wn, w_dims, f, any},    {&dst_f, 4, dd, f, any},
+               {&p_src, 4, sd, dt, dnnl_nchw}, {&p_wei, wn, w_dims, dt, wtag},  {&p_dst, 4, dd, dt, dnnl_nchw},
+               {&p_src_f, 4, sd, f, dnnl_nchw}, {&p_wei_f, wn, w_dims, f, wtag}, {&p_dst_f, 4, dd, f, dnnl_nchw}};
+    dnnl_status_t s = dnnl_success;
+    for (size_t i = 0; i < sizeof mds / sizeof *mds && s == dnnl_success; i++)
+        s = dnnl_memory_desc_init_by_tag(mds[i].md, mds[i].nd, mds[i].dims, mds[i].t, mds[i].tag);
     if (s != dnnl_success) return s;
+    /* a, b, result: FORWARD x, w, y; BACKWARD_DATA dy, w, dx; WEIGHT_GRAD dy, x, dw. */
+    plain[0] = kind == KN_CONV_FORWARD ? p_src : p_dst;
+    plain[1] = kind == KN_CONV_WEIGHT_GRAD ? p_src : p_wei;
+    plain[2] = kind == KN_CONV_FORWARD ? p_dst_f : kind == KN_CONV_BACKWARD_DATA ? p_src_f : p_wei_f;
     dnnl_convolution_desc_t fwd, bwd;
     const dnnl_alg_kind_t alg = dnnl_convolution_direct;
     const dnnl_prop_kind_t prop = kind == KN_CONV_FORWARD ? dnnl_forward_inference : dnnl_forward_training;
@@ -100,7 +120,8 @@ static void find_kinds(void) {
     for (int k = 0; engine && k < KN_CONV_KIND_COUNT; k++)
         for (int i = 0; i < 2; i++) {
             dnnl_primitive_desc_t pd;
-            if (make_pd(engine, &pd, (kn_conv_kind)k, &g, 2, dnnl_type(dts[i])) == dnnl_success) {
+            dnnl_memory_desc_t plain[3];
+            if (make_pd(engine, &pd, (kn_conv_kind)k, &g, 2, dnnl_type(dts[i]), plain) == dnnl_success) {
                 has[k][dts[i]] = true;
                 dnnl_primitive_desc_destroy(pd);
             }
@@ -133,51 +154,78 @@ static kn_gemm_result result_of(dnnl_status_t s) {
                                                                     : KN_GEMM_FAILED;
 }
 
+/* Copies memory `from` into `to` (another layout of the same tensor). */
+static dnnl_status_t reorder(dnnl_engine_t engine, dnnl_stream_t stream, dnnl_memory_t from, dnnl_memory_t to) {
+    const dnnl_memory_desc_t *fm, *tm;
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    dnnl_memory_get_memory_desc(from, &fm);
+    dnnl_memory_get_memory_desc(to, &tm);
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, fm, engine, tm, engine, NULL);
+    if (s != dnnl_success) return s;
+    if ((s = dnnl_primitive_create(&prim, pd)) == dnnl_success) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+        s = dnnl_primitive_execute(prim, stream, 2, args);
+        dnnl_primitive_destroy(prim);
+    }
+    dnnl_primitive_desc_destroy(pd);
+    return s;
+}
+
+/* Runs pd on the operands in their plain layouts (ptr[2] the result): an operand whose layout
+ * the primitive chose otherwise is reordered into a buffer of that layout first (the result
+ * back from one after). */
+static dnnl_status_t run_pd(dnnl_engine_t engine, dnnl_primitive_desc_t pd, const int arg[3],
+                            const dnnl_memory_desc_t plain[3], void *ptr[3]) {
+    dnnl_primitive_t prim = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_memory_t user[3] = {NULL, NULL, NULL}, own[3] = {NULL, NULL, NULL};
+    dnnl_status_t s = dnnl_primitive_create(&prim, pd);
+    if (s == dnnl_success) s = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
+    for (int i = 0; i < 3 && s == dnnl_success; i++) {
+        const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, arg[i]);
+        s = dnnl_memory_create(&user[i], &plain[i], engine, ptr[i]);
+        if (s == dnnl_success && !dnnl_memory_desc_equal(want, &plain[i]))
+            s = dnnl_memory_create(&own[i], want, engine, DNNL_MEMORY_ALLOCATE);
+        if (s == dnnl_success && own[i] && i < 2) s = reorder(engine, stream, user[i], own[i]);
+    }
+    if (s == dnnl_success) {
+        dnnl_exec_arg_t args[3];
+        for (int i = 0; i < 3; i++) args[i] = (dnnl_exec_arg_t){arg[i], own[i] ? own[i] : user[i]};
+        s = dnnl_primitive_execute(prim, stream, 3, args);
+    }
+    if (s == dnnl_success && own[2]) s = reorder(engine, stream, own[2], user[2]);
+    if (s == dnnl_success) s = dnnl_stream_wait(stream);
+    for (int i = 0; i < 3; i++) dnnl_memory_destroy(user[i]), dnnl_memory_destroy(own[i]);
+    dnnl_stream_destroy(stream);
+    dnnl_primitive_destroy(prim);
+    return s;
+}
+
 /* The primitive on images [n0, n1) on this thread. */
 static kn_gemm_result run_images(conv_run *r, int64_t n0, int64_t n1, int chunk) {
     const kn_conv_geom *g = r->g;
     dnnl_engine_t engine = kn_onednn_engine();
     if (!engine) return KN_GEMM_TURNED_DOWN;
     const int64_t x_img = g->G * g->Cg * g->H * g->W, y_img = g->G * g->Coutg * g->OH * g->OW;
-    /* (argument, buffer) pairs: the image-indexed operands start at image n0. */
-    int args_k[3];
-    void *ptr[3];
-    switch (r->kind) {
-    case KN_CONV_FORWARD:
-        args_k[0] = DNNL_ARG_SRC, ptr[0] = (void *)(r->a + r->es * (size_t)(n0 * x_img));
-        args_k[1] = DNNL_ARG_WEIGHTS, ptr[1] = (void *)r->b;
-        args_k[2] = DNNL_ARG_DST, ptr[2] = r->out + n0 * y_img;
-        break;
-    case KN_CONV_BACKWARD_DATA:
-        args_k[0] = DNNL_ARG_DIFF_DST, ptr[0] = (void *)(r->a + r->es * (size_t)(n0 * y_img));
-        args_k[1] = DNNL_ARG_WEIGHTS, ptr[1] = (void *)r->b;
-        args_k[2] = DNNL_ARG_DIFF_SRC, ptr[2] = r->out + n0 * x_img;
-        break;
-    default:
-        args_k[0] = DNNL_ARG_DIFF_DST, ptr[0] = (void *)(r->a + r->es * (size_t)(n0 * y_img));
-        args_k[1] = DNNL_ARG_SRC, ptr[1] = (void *)(r->b + r->es * (size_t)(n0 * x_img));
-        args_k[2] = DNNL_ARG_DIFF_WEIGHTS, ptr[2] = chunk ? r->part + (chunk - 1) * r->wsize : r->out;
-        break;
-    }
+    /* The arguments a, b and the result, the image-indexed ones from image n0. */
+    const int64_t a_img = r->kind == KN_CONV_FORWARD ? x_img : y_img;
+    const char *b = r->kind == KN_CONV_WEIGHT_GRAD ? r->b + r->es * (size_t)(n0 * x_img) : r->b;
+    float *out = r->kind == KN_CONV_FORWARD         ? r->out + n0 * y_img
+                 : r->kind == KN_CONV_BACKWARD_DATA ? r->out + n0 * x_img
+                 : chunk                            ? r->part + (chunk - 1) * r->wsize
+                                                    : r->out;
+    void *ptr[3] = {(void *)(r->a + r->es * (size_t)(n0 * a_img)), (void *)b, out};
+    static const int args[KN_CONV_KIND_COUNT][3] = {
+        {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
+        {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
+        {DNNL_ARG_DIFF_DST, DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS},
+    };
     dnnl_primitive_desc_t pd;
-    dnnl_status_t s = make_pd(engine, &pd, r->kind, g, n1 - n0, r->dt);
+    dnnl_memory_desc_t plain[3];
+    dnnl_status_t s = make_pd(engine, &pd, r->kind, g, n1 - n0, r->dt, plain);
     if (s != dnnl_success) return result_of(s);
-    dnnl_primitive_t prim = NULL;
-    dnnl_stream_t stream = NULL;
-    dnnl_memory_t mem[3] = {NULL, NULL, NULL};
-    s = dnnl_primitive_create(&prim, pd);
-    if (s == dnnl_success) s = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
-    for (int i = 0; i < 3 && s == dnnl_success; i++)
-        s = dnnl_memory_create(&mem[i], dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, args_k[i]), engine,
-                               ptr[i]);
-    if (s == dnnl_success) {
-        dnnl_exec_arg_t args[3] = {{args_k[0], mem[0]}, {args_k[1], mem[1]}, {args_k[2], mem[2]}};
-        s = dnnl_primitive_execute(prim, stream, 3, args);
-    }
-    if (s == dnnl_success) s = dnnl_stream_wait(stream);
-    for (int i = 0; i < 3; i++) dnnl_memory_destroy(mem[i]);
-    dnnl_stream_destroy(stream);
-    dnnl_primitive_destroy(prim);
+    s = run_pd(engine, pd, args[r->kind], plain, ptr);
     dnnl_primitive_desc_destroy(pd);
     return result_of(s);
 }

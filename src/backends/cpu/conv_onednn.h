@@ -2,11 +2,13 @@
  * Each oneDNN convolution is split over kiln's pool by images: one primitive per chunk of the
  * batch, run on one thread (onednn.h); the weight gradient sums one f32 partial per chunk in
  * chunk order, so results do not change from run to run. Operands are plain NCHW / (G)OIHW,
- * contiguous, in f32 or bf16 (bf16 with f32 accumulation); results are always f32 and the
- * caller adds the bias and narrows, as on the im2col path. Which one runs, per kind and dtype
- * (docs/decisions.md, "Convolution on the pool and through oneDNN"): KILN_GEMM=onednn forces
- * oneDNN wherever it has the dtype, openblas or ref force im2col (there is no plain-loop
- * convolution); otherwise oneDNN for bf16 and im2col for every other dtype. */
+ * contiguous, in f32 or bf16 (bf16 with f32 accumulation), reordered per chunk into the
+ * blocked layouts oneDNN's direct kernels choose; results are always f32 and the caller adds
+ * the bias and narrows, as on the im2col path. Which one runs (docs/decisions.md, "Convolution
+ * on the pool and through oneDNN"): KILN_GEMM=onednn forces oneDNN wherever it has the dtype,
+ * openblas or ref force im2col (there is no plain-loop convolution); otherwise oneDNN for bf16
+ * and f32 convolutions with enough output positions per image, im2col for the rest and for
+ * f16 and f64. */
 #ifndef KILN_BACKENDS_CPU_CONV_ONEDNN_H
 #define KILN_BACKENDS_CPU_CONV_ONEDNN_H
 
@@ -29,10 +31,10 @@ typedef enum kn_conv_kind {
     KN_CONV_KIND_COUNT
 } kn_conv_kind;
 
-/* Whether a convolution of this kind on tensors of dtype dt runs on oneDNN: the forced
- * provider if it has dt, else the default; counts the selection and a forced fallback. An
- * unknown KILN_GEMM is KN_ERR_ARG. */
-kn_status kn_conv_select(kn_conv_kind kind, kn_dtype dt, bool *onednn);
+/* Whether a convolution of this kind and geometry on tensors of dtype dt runs on oneDNN: the
+ * forced provider if it has dt, else the default; counts the selection and a forced fallback.
+ * An unknown KILN_GEMM is KN_ERR_ARG. */
+kn_status kn_conv_select(kn_conv_kind kind, kn_dtype dt, const kn_conv_geom *g, bool *onednn);
 /* Whether oneDNN is built in and has convolutions of this kind in dt on this CPU. */
 bool kn_conv_onednn_has(kn_conv_kind kind, kn_dtype dt);
 

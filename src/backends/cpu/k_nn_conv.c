@@ -352,7 +352,7 @@ static kn_status operands_of(kn_node *n, kn_conv_kind kind, const kn_conv_geom *
     kn_tensor *out = n->out[0];
     kn_dtype ct = kn_nn_compute_dtype(out->dtype);
     *o = (conv_operands){0};
-    kn_status st = kn_conv_select(kind, out->dtype, &o->onednn);
+    kn_status st = kn_conv_select(kind, out->dtype, dg, &o->onednn);
     if (st != KN_OK) return st;
     kn_dtype rt = o->onednn ? out->dtype : ct;
     o->a = kn_nn_work(n->in[0], rt), o->b = kn_nn_work(n->in[1], rt), o->out = kn_nn_work_out(out, ct);
