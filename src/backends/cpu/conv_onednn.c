@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,11 +31,24 @@ void kn_conv_counts_reset(void) {
 }
 
 /* The default (docs/decisions.md, rough timings): oneDNN's direct kernels beat im2col + GEMM
- * from about 64 output positions per image in bf16 and 256 in f32; below that, on a network's
- * deepest layers (4x4), the batched im2col GEMM wins, by most on the weight gradient. */
+ * from about this many output positions per image (0: never); below, on a network's deepest
+ * layers (4x4), the batched im2col GEMM wins, by most on the weight gradient. */
+static int64_t onednn_from(kn_dtype dt) { return dt == KN_BF16 ? 64 : dt == KN_F32 ? 256 : 0; }
+
 static bool onednn_by_default(kn_dtype dt, const kn_conv_geom *g) {
-    const int64_t positions = g->OH * g->OW;
-    return dt == KN_BF16 ? positions >= 64 : dt == KN_F32 && positions >= 256;
+    return onednn_from(dt) && g->OH * g->OW >= onednn_from(dt);
+}
+
+kn_status kn_conv_choice(kn_dtype dt, char *buf, size_t size) {
+    kn_gemm_provider forced = KN_GEMM_PROVIDER_COUNT;
+    kn_status st = kn_gemm_forced(&forced);
+    if (st != KN_OK) return st;
+    bool has = kn_conv_onednn_has(KN_CONV_FORWARD, dt);
+    if (forced != KN_GEMM_PROVIDER_COUNT || !has || !onednn_from(dt))
+        snprintf(buf, size, "%s", has && forced == KN_GEMM_ONEDNN ? "onednn" : "im2col");
+    else
+        snprintf(buf, size, "onednn from %lld positions/image", (long long)onednn_from(dt));
+    return KN_OK;
 }
 
 kn_status kn_conv_select(kn_conv_kind kind, kn_dtype dt, const kn_conv_geom *g, bool *onednn) {

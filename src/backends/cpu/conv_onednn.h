@@ -13,6 +13,7 @@
 #define KILN_BACKENDS_CPU_CONV_ONEDNN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backends/cpu/gemm_provider.h"
@@ -35,6 +36,9 @@ typedef enum kn_conv_kind {
  * forced provider if it has dt, else the default; counts the selection and a forced fallback.
  * An unknown KILN_GEMM is KN_ERR_ARG. */
 kn_status kn_conv_select(kn_conv_kind kind, kn_dtype dt, const kn_conv_geom *g, bool *onednn);
+/* What a convolution of dt gets now, in words for kiln info: "onednn", "im2col", or "onednn
+ * from N positions/image" (im2col below). An unknown KILN_GEMM is KN_ERR_ARG. */
+kn_status kn_conv_choice(kn_dtype dt, char *buf, size_t size);
 /* Whether oneDNN is built in and has convolutions of this kind in dt on this CPU. */
 bool kn_conv_onednn_has(kn_conv_kind kind, kn_dtype dt);
 

@@ -123,7 +123,7 @@ static kn_gemm_counts counts;
 kn_status kn_gemm_forced(kn_gemm_provider *out) {
     int f = read_forced();
     if (f == FORCED_BAD)
-        return kn_error(KN_ERR_ARG, "KILN_GEMM=%s names no provider (openblas, onednn or ref)",
+        return kn_error(KN_ERR_ARG, "KILN_GEMM=%s names no matmul provider (openblas, onednn or ref)",
                         getenv("KILN_GEMM") ? getenv("KILN_GEMM") : "");
     *out = f == FORCED_NONE ? KN_GEMM_PROVIDER_COUNT : (kn_gemm_provider)f;
     return KN_OK;
