@@ -17,18 +17,8 @@ static kn_gemm_counts counts;
 
 void kn_conv_count_fallback(kn_dtype dt) { __atomic_fetch_add(&counts.fallbacks[dt], 1, __ATOMIC_RELAXED); }
 
-void kn_conv_counts_get(kn_gemm_counts *out) {
-    for (int p = 0; p < KN_GEMM_PROVIDER_COUNT; p++)
-        for (int d = 0; d < KN_DTYPE_COUNT; d++)
-            out->selected[p][d] = __atomic_load_n(&counts.selected[p][d], __ATOMIC_RELAXED);
-    for (int d = 0; d < KN_DTYPE_COUNT; d++) out->fallbacks[d] = __atomic_load_n(&counts.fallbacks[d], __ATOMIC_RELAXED);
-}
-
-void kn_conv_counts_reset(void) {
-    for (int p = 0; p < KN_GEMM_PROVIDER_COUNT; p++)
-        for (int d = 0; d < KN_DTYPE_COUNT; d++) __atomic_store_n(&counts.selected[p][d], 0, __ATOMIC_RELAXED);
-    for (int d = 0; d < KN_DTYPE_COUNT; d++) __atomic_store_n(&counts.fallbacks[d], 0, __ATOMIC_RELAXED);
-}
+void kn_conv_counts_get(kn_gemm_counts *out) { kn_gemm_counts_read(&counts, out); }
+void kn_conv_counts_reset(void) { kn_gemm_counts_clear(&counts); }
 
 /* The default (docs/decisions.md, rough timings): oneDNN's direct kernels beat im2col + GEMM
  * from about this many output positions per image (0: never); below, on a network's deepest
