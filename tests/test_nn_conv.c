@@ -379,8 +379,11 @@ static void test_conv_onednn_matches_im2col_f32(void) {
 
 /* The defaults and the forcing variable's edges: f16 and f64 stay on im2col, forced onednn
  * counts a fallback for them; a large f32 or bf16 convolution defaults to oneDNN, a 4x4 one
- * to im2col; an unknown KILN_GEMM fails the op naming the value and the choices. */
+ * to im2col, and so does an f32 one of fewer images than threads; an unknown KILN_GEMM fails
+ * the op naming the value and the choices. */
 static void test_conv_provider_selection(void) {
+    int threads = kn_get_num_threads();
+    kn_set_num_threads(3);
     kn_scope_push();
     const conv_case big = provider_cases[0];
     const conv_case small = {2, 8, 4, 4, 8, 3, 3, 1, {.stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 1}, .groups = 1}};
@@ -405,6 +408,17 @@ static void test_conv_provider_selection(void) {
         CHECK_MSG(selected(KN_GEMM_OPENBLAS, dt) == blas + 1, "%s: default for 4x4 images", kn_dtype_name(dt));
         free(v), free(r.want);
     }
+    conv_case one = provider_cases[0];
+    one.N = 2; /* fewer images than the 3 threads */
+    for (int d = 2; d < 4; d++) {
+        kn_dtype dt = dts[d];
+        op_run r = make_run(OP_CONV, &one, dt);
+        int64_t n, dnnl = selected(KN_GEMM_ONEDNN, dt);
+        free(run_on(OP_CONV, &one, &r, NULL, &n));
+        bool want = dt == KN_BF16 && kn_conv_onednn_has(KN_CONV_FORWARD, dt);
+        CHECK_MSG(selected(KN_GEMM_ONEDNN, dt) == dnnl + want, "%s: default for 2 images on 3 threads", kn_dtype_name(dt));
+        free(r.want);
+    }
     op_run r = make_run(OP_CONV, &small, KN_F32);
     force("blis");
     kn_tensor *y = kn_conv2d(r.in[0], r.in[1], r.in[2], small.o);
@@ -416,6 +430,7 @@ static void test_conv_provider_selection(void) {
     force(NULL);
     free(r.want);
     kn_scope_pop();
+    kn_set_num_threads(threads);
 }
 
 int main(void) {

@@ -43,7 +43,7 @@ int kiln_cmd_info(int argc, char **argv) {
                kn_gemm_provider_name(chosen[3]));
     else
         printf("matmul:        %s\n", kn_last_error());
-    char conv[4][48];
+    char conv[4][96];
     for (int i = 0; i < 4 && chose; i++) chose = kn_conv_choice(dts[i], conv[i], sizeof conv[i]) == KN_OK;
     if (chose)
         printf("conv:          f32 %s, f64 %s, bf16 %s, f16 %s\n", conv[0], conv[1], conv[2], conv[3]);

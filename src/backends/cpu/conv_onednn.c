@@ -25,7 +25,11 @@ void kn_conv_counts_reset(void) { kn_gemm_counts_clear(&counts); }
  * layers (4x4), the batched im2col GEMM wins, by most on the weight gradient. */
 static int64_t onednn_from(kn_dtype dt) { return dt == KN_BF16 ? 64 : dt == KN_F32 ? 256 : 0; }
 
+/* oneDNN spreads a convolution over the pool by images only: f32, whose lead over im2col is
+ * smaller than a thread's worth, keeps im2col (its products split over the pool) when the
+ * batch has fewer images than the pool has threads. */
 static bool onednn_by_default(kn_dtype dt, const kn_conv_geom *g) {
+    if (dt == KN_F32 && g->N < kn_pool_threads()) return false;
     return onednn_from(dt) && g->OH * g->OW >= onednn_from(dt);
 }
 
@@ -37,7 +41,8 @@ kn_status kn_conv_choice(kn_dtype dt, char *buf, size_t size) {
     if (forced != KN_GEMM_PROVIDER_COUNT || !has || !onednn_from(dt))
         snprintf(buf, size, "%s", has && forced == KN_GEMM_ONEDNN ? "onednn" : "im2col");
     else
-        snprintf(buf, size, "onednn from %lld positions/image", (long long)onednn_from(dt));
+        snprintf(buf, size, "onednn from %lld positions/image%s", (long long)onednn_from(dt),
+                 dt == KN_F32 ? " and a batch of one image per thread" : "");
     return KN_OK;
 }
 

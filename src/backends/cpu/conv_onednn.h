@@ -7,8 +7,8 @@
  * the bias and narrows, as on the im2col path. Which one runs (docs/decisions.md, "Convolution
  * on the pool and through oneDNN"): KILN_GEMM=onednn forces oneDNN wherever it has the dtype,
  * openblas or ref force im2col (there is no plain-loop convolution); otherwise oneDNN for bf16
- * and f32 convolutions with enough output positions per image, im2col for the rest and for
- * f16 and f64. */
+ * and f32 convolutions with enough output positions per image (f32: and an image per thread),
+ * im2col for the rest and for f16 and f64. */
 #ifndef KILN_BACKENDS_CPU_CONV_ONEDNN_H
 #define KILN_BACKENDS_CPU_CONV_ONEDNN_H
 
