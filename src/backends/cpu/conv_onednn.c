@@ -258,7 +258,7 @@ kn_gemm_result kn_conv_onednn(kn_conv_kind kind, const kn_conv_geom *g, kn_dtype
     if (!kn_conv_onednn_has(kind, dt)) return KN_GEMM_TURNED_DOWN;
     if (g->N <= 0 || g->Cg <= 0 || g->Coutg <= 0 || g->OH <= 0 || g->OW <= 0) return KN_GEMM_TURNED_DOWN;
     const double flops = 2.0 * (double)(g->G * g->Coutg * g->OH * g->OW) * (double)(g->Cg * g->KH * g->KW);
-    int chunks = kn_parallel_chunks(g->N, (int64_t)(flops / 64) + 1); /* a flop is 1/64 of a pool cost unit */
+    int chunks = kn_parallel_chunks(g->N, (int64_t)(flops / KN_GEMM_FLOPS_PER_COST) + 1);
     const int64_t wsize = g->G * g->Coutg * g->Cg * g->KH * g->KW;
     conv_run r = {kind, g, dnnl_type(dt), kn_dtype_size(dt), a, b, out, NULL, wsize, chunks - 1, KN_GEMM_DONE};
     if (kind == KN_CONV_WEIGHT_GRAD && chunks > 1) {

@@ -22,8 +22,6 @@
 
 #define BATCHED_COLUMNS ((int64_t)1 << 25)
 #define BATCHED_BELOW 1024
-/* A GEMM flop in the pool's cost unit (elements touched by simple code), as gemm_tiles.c counts. */
-#define FLOPS_PER_COST 64
 
 /* The batched path's two matrices are kept between calls: allocating them per call (tens of
  * MB at 224x224) cost more in page faults than im2col itself. A caller takes the kept buffer
@@ -264,7 +262,7 @@ SUM_PARTS(double)
         int64_t col = transposed ? g->Coutg * g->KH * g->KW * HW : g->Cg * g->KH * g->KW * OHW;       \
         int64_t flops = 2 * g->Coutg * OHW * g->Cg * g->KH * g->KW;                                   \
         conv_job j = {.g = g, .x = x, .w = w, .y = y, .cols = col, .transposed = transposed};         \
-        run_jobs(jobs, kn_parallel_chunks(jobs, flops / FLOPS_PER_COST + col), conv_jobs_chunk_##T, &j); \
+        run_jobs(jobs, kn_parallel_chunks(jobs, flops / KN_GEMM_FLOPS_PER_COST + col), conv_jobs_chunk_##T, &j); \
         return !atomic_load(&j.failed);                                                               \
     }                                                                                                 \
     /* Items are (image, group) jobs, summed into the chunk's own partial weight gradient. */      \
@@ -291,7 +289,7 @@ SUM_PARTS(double)
         if (use_batched_##T(g, false)) return conv_weight_grad_batched_##T(g, gy, x, dw);             \
         int64_t jobs = g->N * g->G, OHW = g->OH * g->OW, K = g->Cg * g->KH * g->KW;                   \
         int64_t wsize = g->G * g->Coutg * K, flops = 2 * g->Coutg * K * OHW;                          \
-        int chunks = kn_parallel_chunks(jobs, flops / FLOPS_PER_COST + K * OHW);                      \
+        int chunks = kn_parallel_chunks(jobs, flops / KN_GEMM_FLOPS_PER_COST + K * OHW);                      \
         T *part = chunks > 1 ? calloc((size_t)((chunks - 1) * wsize), sizeof(T)) : NULL;              \
         if (chunks > 1 && !part) return false;                                                        \
         memset(dw, 0, sizeof(T) * (size_t)wsize);                                                     \
@@ -393,11 +391,13 @@ static kn_status conv_kernel(kn_node *n, bool transposed) {
     kn_status st = bias || !bias_t ? operands_of(n, transposed ? KN_CONV_BACKWARD_DATA : KN_CONV_FORWARD, &d, &o)
                                    : KN_ERR_OOM;
     kn_dtype ct = kn_nn_compute_dtype(out->dtype);
-    if (st == KN_OK && !o.onednn && ct == KN_F64)
-        st = conv_all_double(&g, kn_tensor_data(o.a), kn_tensor_data(o.b), kn_tensor_data(o.out), transposed) ? KN_OK : KN_ERR_OOM;
-    else if (st == KN_OK && !o.onednn)
-        st = conv_all_float(&g, kn_tensor_data(o.a), kn_tensor_data(o.b), kn_tensor_data(o.out), transposed) ? KN_OK : KN_ERR_OOM;
-    if (st == KN_OK && bias) add_bias(ct, kn_tensor_data(o.out), bias, g.N, out->shape[1], g.OH * g.OW);
+    void *x = o.a ? kn_tensor_data(o.a) : NULL, *w = o.b ? kn_tensor_data(o.b) : NULL;
+    void *y = o.out ? kn_tensor_data(o.out) : NULL;
+    if (st == KN_OK && !o.onednn)
+        st = (ct == KN_F64 ? conv_all_double(&g, x, w, y, transposed) : conv_all_float(&g, x, w, y, transposed))
+                 ? KN_OK
+                 : KN_ERR_OOM;
+    if (st == KN_OK && bias) add_bias(ct, y, bias, g.N, out->shape[1], g.OH * g.OW);
     free(bias);
     return finish(n, &o, st);
 }
@@ -416,10 +416,11 @@ kn_status kn_nn_conv2d_backward_weight_kernel(kn_node *n) {
                       a->padding[0], a->padding[1], a->dilation[0], a->dilation[1]};
     conv_operands o;
     kn_status st = operands_of(n, KN_CONV_WEIGHT_GRAD, &g, &o);
-    kn_dtype ct = kn_nn_compute_dtype(out->dtype);
-    if (st == KN_OK && !o.onednn && ct == KN_F64)
-        st = conv_weight_grad_double(&g, kn_tensor_data(o.a), kn_tensor_data(o.b), kn_tensor_data(o.out)) ? KN_OK : KN_ERR_OOM;
-    else if (st == KN_OK && !o.onednn)
-        st = conv_weight_grad_float(&g, kn_tensor_data(o.a), kn_tensor_data(o.b), kn_tensor_data(o.out)) ? KN_OK : KN_ERR_OOM;
+    if (st == KN_OK && !o.onednn) {
+        void *gy = kn_tensor_data(o.a), *x = kn_tensor_data(o.b), *dw = kn_tensor_data(o.out);
+        bool ok = kn_nn_compute_dtype(out->dtype) == KN_F64 ? conv_weight_grad_double(&g, gy, x, dw)
+                                                            : conv_weight_grad_float(&g, gy, x, dw);
+        st = ok ? KN_OK : KN_ERR_OOM;
+    }
     return finish(n, &o, st);
 }
