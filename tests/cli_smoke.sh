@@ -31,6 +31,8 @@ fi
 "$kiln" info | grep -q 'threads:' || fail "info"
 # The matmul provider per dtype, as forced; an unknown provider is an error that names it.
 KILN_GEMM=ref "$kiln" info | grep -q '^matmul: *f32 ref, f64 ref, bf16 ref, f16 ref' || fail "info prints the provider"
+KILN_GEMM=ref "$kiln" info | grep -q '^conv: *f32 im2col, f64 im2col, bf16 im2col, f16 im2col' \
+  || fail "info prints the convolution provider"
 KILN_GEMM=blis "$kiln" info 2>&1 >/dev/null | grep -q 'KILN_GEMM=blis names no matmul provider' \
   || fail "info reports an unknown KILN_GEMM"
 "$kiln" cache stats | grep -q "^entries:" || fail "cache stats"

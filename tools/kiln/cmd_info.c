@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/cpu/conv_onednn.h"
 #include "backends/cpu/gemm_provider.h"
 #include "backends/cpu/onednn.h"
 #include "commands.h"
@@ -15,7 +16,7 @@ int kiln_cmd_info(int argc, char **argv) {
         fprintf(help ? stdout : stderr,
                 "usage: kiln info\n"
                 "  how this kiln was built (compiler, sanitizers, CUDA, MPI, NCCL, BLAS, oneDNN) and what it\n"
-                "  finds: the matmul provider per dtype (and oneDNN's effective ISA), threads,\n"
+                "  finds: the matmul and convolution providers per dtype (and oneDNN's effective ISA), threads,\n"
                 "  mode, shadow, default device, devices. It takes no options; the environment sets what it reports\n"
                 "  (KILN_THREADS, KILN_MODE, KILN_SHADOW, KILN_DEVICE, KILN_GEMM; kiln help lists them).\n");
         return help ? 0 : 2;
@@ -42,6 +43,10 @@ int kiln_cmd_info(int argc, char **argv) {
                kn_gemm_provider_name(chosen[3]));
     else
         printf("matmul:        %s\n", kn_last_error());
+    char conv[4][96];
+    for (int i = 0; i < 4 && chose; i++) chose = kn_conv_choice(dts[i], conv[i], sizeof conv[i]) == KN_OK;
+    if (chose)
+        printf("conv:          f32 %s, f64 %s, bf16 %s, f16 %s\n", conv[0], conv[1], conv[2], conv[3]);
     for (int i = 2; i < 4 && chose; i++) {
         double secs[KN_GEMM_PROVIDER_COUNT];
         if (kn_gemm_measured(dts[i], secs))

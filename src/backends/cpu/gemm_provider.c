@@ -133,14 +133,22 @@ bool kn_gemm_measured(kn_dtype dt, double seconds[KN_GEMM_PROVIDER_COUNT]) {
 
 static kn_gemm_counts counts;
 
-static kn_status choose(kn_dtype dt, kn_device dev, kn_gemm_provider *out, bool *fell_back) {
+kn_status kn_gemm_forced(kn_gemm_provider *out) {
     int f = read_forced();
-    *fell_back = false;
     if (f == FORCED_BAD)
         return kn_error(KN_ERR_ARG, "KILN_GEMM=%s names no matmul provider (openblas, onednn or ref)",
                         getenv("KILN_GEMM") ? getenv("KILN_GEMM") : "");
-    *fell_back = f != FORCED_NONE && !kn_gemm_has((kn_gemm_provider)f, dt);
-    *out = f != FORCED_NONE && !*fell_back ? (kn_gemm_provider)f : default_for(dt, dev);
+    *out = f == FORCED_NONE ? KN_GEMM_PROVIDER_COUNT : (kn_gemm_provider)f;
+    return KN_OK;
+}
+
+static kn_status choose(kn_dtype dt, kn_device dev, kn_gemm_provider *out, bool *fell_back) {
+    kn_gemm_provider f = KN_GEMM_PROVIDER_COUNT;
+    kn_status st = kn_gemm_forced(&f);
+    *fell_back = false;
+    if (st != KN_OK) return st;
+    *fell_back = f != KN_GEMM_PROVIDER_COUNT && !kn_gemm_has(f, dt);
+    *out = f != KN_GEMM_PROVIDER_COUNT && !*fell_back ? f : default_for(dt, dev);
     return KN_OK;
 }
 
@@ -160,19 +168,22 @@ kn_status kn_gemm_select(kn_dtype dt, kn_device dev, kn_gemm_provider *out) {
 
 void kn_gemm_count_fallback(kn_dtype dt) { __atomic_fetch_add(&counts.fallbacks[dt], 1, __ATOMIC_RELAXED); }
 
-void kn_gemm_counts_get(kn_gemm_counts *out) {
+void kn_gemm_counts_read(kn_gemm_counts *table, kn_gemm_counts *out) {
     for (int p = 0; p < KN_GEMM_PROVIDER_COUNT; p++)
         for (int d = 0; d < KN_DTYPE_COUNT; d++)
-            out->selected[p][d] = __atomic_load_n(&counts.selected[p][d], __ATOMIC_RELAXED);
+            out->selected[p][d] = __atomic_load_n(&table->selected[p][d], __ATOMIC_RELAXED);
     for (int d = 0; d < KN_DTYPE_COUNT; d++)
-        out->fallbacks[d] = __atomic_load_n(&counts.fallbacks[d], __ATOMIC_RELAXED);
+        out->fallbacks[d] = __atomic_load_n(&table->fallbacks[d], __ATOMIC_RELAXED);
 }
 
-void kn_gemm_counts_reset(void) {
+void kn_gemm_counts_clear(kn_gemm_counts *table) {
     for (int p = 0; p < KN_GEMM_PROVIDER_COUNT; p++)
-        for (int d = 0; d < KN_DTYPE_COUNT; d++) __atomic_store_n(&counts.selected[p][d], 0, __ATOMIC_RELAXED);
-    for (int d = 0; d < KN_DTYPE_COUNT; d++) __atomic_store_n(&counts.fallbacks[d], 0, __ATOMIC_RELAXED);
+        for (int d = 0; d < KN_DTYPE_COUNT; d++) __atomic_store_n(&table->selected[p][d], 0, __ATOMIC_RELAXED);
+    for (int d = 0; d < KN_DTYPE_COUNT; d++) __atomic_store_n(&table->fallbacks[d], 0, __ATOMIC_RELAXED);
 }
+
+void kn_gemm_counts_get(kn_gemm_counts *out) { kn_gemm_counts_read(&counts, out); }
+void kn_gemm_counts_reset(void) { kn_gemm_counts_clear(&counts); }
 
 int64_t kn_gemm_batch_offset(const kn_tensor *t, int64_t bi) {
     int64_t off = 0;

@@ -48,6 +48,12 @@ typedef struct kn_gemm_counts {
 } kn_gemm_counts;
 void kn_gemm_counts_get(kn_gemm_counts *out);
 void kn_gemm_counts_reset(void);
+/* A counts table (matmul's, convolution's) read into out, or zeroed, entry by entry atomically. */
+void kn_gemm_counts_read(kn_gemm_counts *table, kn_gemm_counts *out);
+void kn_gemm_counts_clear(kn_gemm_counts *table);
+/* The provider KILN_GEMM forces (KN_GEMM_PROVIDER_COUNT when it is unset or empty), for other
+ * op families that follow it (convolution); KN_ERR_ARG for a value that names no provider. */
+kn_status kn_gemm_forced(kn_gemm_provider *out);
 /* Reads KILN_GEMM again (it is read once, at first use; tests change it). */
 void kn_gemm_reload(void);
 

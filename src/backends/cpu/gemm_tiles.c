@@ -7,9 +7,6 @@
 #include "core/tensor_impl.h"
 #include "core/thread_pool.h"
 
-/* A GEMM flop costs about this fraction of an element of the simple code the pool's grain is
- * measured in (~190 GFLOP/s per core against a few elements per nanosecond). */
-#define FLOPS_PER_COST 64
 /* Narrower panels repack their shared operand more often than they are worth. */
 #define MIN_PANEL 64
 
@@ -70,7 +67,7 @@ kn_gemm_result kn_gemm_tiled(const kn_gemm_block *whole, kn_gemm_block_fn fn) {
     int64_t most_panels = (split_n ? w->N : w->M) / MIN_PANEL;
     if (most_panels < 1) most_panels = 1;
     const int64_t items_most = w->batches * most_panels;
-    const int want = kn_parallel_chunks(items_most, (int64_t)(flops / FLOPS_PER_COST / (double)items_most) + 1);
+    const int want = kn_parallel_chunks(items_most, (int64_t)(flops / KN_GEMM_FLOPS_PER_COST / (double)items_most) + 1);
     if (want <= 1) return fn(w);
     int64_t panels = w->batches >= want ? 1 : (want + w->batches - 1) / w->batches;
     if (panels > most_panels) panels = most_panels;

@@ -11,6 +11,11 @@
 #include "kiln/dtype.h"
 #include "kiln/tensor.h"
 
+/* A GEMM flop costs about this fraction of an element of the simple code the pool's grain is
+ * measured in (~190 GFLOP/s per core against a few elements per nanosecond): a product's cost
+ * for kn_parallel_chunks is its flops divided by this. */
+#define KN_GEMM_FLOPS_PER_COST 64
+
 /* `batches` products C = A B (C += A B when accumulate): A [M, K] and B [K, N] by element
  * strides, C [M, N] with rows ldc apart (columns contiguous). Product i's operands start at
  * i * a_bs, i * b_bs and i * c_bs elements (a batch stride of 0: one matrix for all). */

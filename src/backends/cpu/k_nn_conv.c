@@ -1,20 +1,24 @@
-/* CPU convolutions as GEMMs: conv2d multiplies each group's weights by an im2col matrix
- * (1x1 stride-1 unpadded convolutions use the input itself), conv_transpose2d multiplies the
- * transposed weights by the input and scatters the columns back (col2im). Ungrouped
- * convolutions with fewer than BATCHED_BELOW output positions per image, whose matrices for
- * the whole batch fit in BATCHED_COLUMNS elements, make one GEMM over all images (columns [K, N*OH*OW]), its columns split among the OpenMP threads
- * on single-threaded BLAS: per image, the small outputs of a network's deep layers (OH*OW of
- * 1..64) would make each product a matrix-vector-like one that re-reads the weights per image,
- * and OpenBLAS's own threads would compete with OpenMP's spinning ones. Otherwise many (image, group)
- * products run in parallel on single-threaded BLAS; few run one by one on threaded BLAS.
- * 16-bit floats are widened to f32. */
-#include <cblas.h>
+/* CPU convolutions as GEMMs on kiln's pool: conv2d multiplies each group's weights by an
+ * im2col matrix (1x1 stride-1 unpadded convolutions use the input itself), conv_transpose2d
+ * multiplies the transposed weights by the input and scatters the columns back (col2im).
+ * Ungrouped convolutions with fewer than BATCHED_BELOW output positions per image, whose
+ * matrices for the whole batch fit in BATCHED_COLUMNS elements, make one GEMM over all images
+ * (columns [K, N*OH*OW]) split over the pool (gemm_tiles.h): per image, the small outputs of a
+ * network's deep layers (OH*OW of 1..64) would make each product a matrix-vector-like one that
+ * re-reads the weights per image. Otherwise the (image, group) products are the pool's items,
+ * each chunk with its own column scratch and single-threaded BLAS; when they make one chunk,
+ * they run on the calling thread and each product is split over the pool instead. 16-bit
+ * floats are widened to f32, or go to oneDNN (conv_onednn.h) when it is the chosen provider. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/conv_onednn.h"
+#include "backends/cpu/gemm_tiles.h"
 #include "backends/cpu/k_nn.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 #define BATCHED_COLUMNS ((int64_t)1 << 25)
 #define BATCHED_BELOW 1024
@@ -50,22 +54,6 @@ static void scratch_give(int slot, kept_buffer s) {
     free(s.p);
 }
 
-typedef struct conv_geom {
-    int64_t N, G, Cg, H, W, Coutg, KH, KW, OH, OW;
-    int64_t sh, sw, ph, pw, dh, dw;
-} conv_geom;
-
-/* The geometry of x [N, C, H, W] -> out [N, Cout, OH, OW]. */
-static conv_geom geom_of(const kn_node *n) {
-    const kn_tensor *x = n->in[0], *w = n->in[1], *o = n->out[0];
-    const kn_attrs_conv2d *a = KN_ATTRS(n, conv2d); /* conv_transpose2d's are conv2d's (op_table.c) */
-    int64_t G = a->groups;
-    conv_geom g = {x->shape[0], G, x->shape[1] / G, x->shape[2], x->shape[3], o->shape[1] / G,
-                   w->shape[2], w->shape[3], o->shape[2], o->shape[3], a->stride[0], a->stride[1],
-                   a->padding[0], a->padding[1], a->dilation[0], a->dilation[1]};
-    return g;
-}
-
 /* The valid range [lo, hi) of o with 0 <= o*s + off < size. */
 static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int64_t *lo, int64_t *hi) {
     int64_t l = off >= 0 ? 0 : (-off + s - 1) / s, h = size - off <= 0 ? 0 : (size - off + s - 1) / s;
@@ -73,9 +61,71 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
     *hi = h < count ? (h > *lo ? h : *lo) : count;
 }
 
-#define CONV_IMPL(T, gemm)                                                                            \
+/* C [M, N] (+= when acc) A [M, K] B [K, N] by element strides, split over the pool (inline
+ * when called from a chunk); false when it could not allocate. */
+static bool product(kn_dtype dt, int64_t M, int64_t N, int64_t K, const void *a, int64_t ars, int64_t acs,
+                    const void *b, int64_t brs, int64_t bcs, void *c, int64_t ldc, bool acc) {
+    kn_gemm_block blk = {.dt = dt, .a = a, .b = b, .c = c, .ars = ars, .acs = acs, .brs = brs, .bcs = bcs,
+                         .ldc = ldc, .M = M, .N = N, .K = K, .batches = 1, .accumulate = acc};
+    return kn_gemm_tiled(&blk, kn_gemm_openblas_block) == KN_GEMM_DONE;
+}
+
+/* Runs jobs split into `chunks`: on the pool when there are several, else on this thread, so
+ * that the products inside may spread over the pool themselves. */
+static void run_jobs(int64_t jobs, int chunks, kn_chunk_fn fn, void *ctx) {
+    if (chunks > 1)
+        kn_parallel_run(jobs, chunks, fn, ctx);
+    else
+        fn(ctx, 0, jobs, 0);
+}
+
+/* Images [N, C, P] to rows [C, N*P] (to_rows), or back: items are the N*C runs of P elements. */
+typedef struct regroup_job {
+    char *dst;
+    const char *src;
+    int64_t N, C, bytes; /* bytes per run */
+    bool to_rows;
+} regroup_job;
+
+static void regroup_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    const regroup_job *r = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        int64_t n = i / r->C, c = i % r->C, row = (c * r->N + n) * r->bytes, image = (n * r->C + c) * r->bytes;
+        memcpy(r->dst + (r->to_rows ? row : image), r->src + (r->to_rows ? image : row), (size_t)r->bytes);
+    }
+}
+
+static void regroup(void *dst, const void *src, size_t es, int64_t N, int64_t C, int64_t P, bool to_rows) {
+    regroup_job r = {dst, src, N, C, (int64_t)es * P, to_rows};
+    kn_parallel_for(N * C, P, regroup_chunk, &r);
+}
+
+/* The work of one loop over images or (image, group) jobs; each T's chunk functions read it. */
+typedef struct conv_job {
+    const kn_conv_geom *g;
+    const void *x, *w, *gy;
+    void *y, *dw, *part; /* part: partial weight gradients of chunks 1.. (chunk 0's is dw) */
+    int64_t cols, wsize;  /* the batched column matrix's width; the weight gradient's size */
+    bool transposed;
+    atomic_bool failed; /* a chunk could not allocate */
+} conv_job;
+
+/* Adds the chunks' partial weight gradients into dw in chunk order: items are dw's elements. */
+#define SUM_PARTS(T)                                                                                 \
+    static void sum_parts_chunk_##T(void *ctx, int64_t begin, int64_t end, int chunk) {               \
+        const conv_job *j = ctx;                                                                     \
+        T *dw = j->dw;                                                                               \
+        const T *part = j->part;                                                                     \
+        int parts = (int)j->cols;                                                                    \
+        for (int p = 0; p < parts; p++)                                                              \
+            for (int64_t i = begin; i < end; i++) dw[i] += part[p * j->wsize + i];                   \
+    }
+SUM_PARTS(float)
+SUM_PARTS(double)
+
+#define CONV_IMPL(T, DT)                                                                              \
     /* col [Cg*KH*KW, OH*OW] (rows ld apart) from one group's image x [Cg, H, W]. */                \
-    static void im2col_##T(const conv_geom *g, const T *x, T *col, int64_t ld) {                     \
+    static void im2col_##T(const kn_conv_geom *g, const T *x, T *col, int64_t ld) {                     \
         for (int64_t c = 0; c < g->Cg; c++)                                                           \
             for (int64_t kh = 0; kh < g->KH; kh++)                                                    \
                 for (int64_t kw = 0; kw < g->KW; kw++) {                                              \
@@ -98,7 +148,7 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
                 }                                                                                     \
     }                                                                                                 \
     /* Adds col [Coutg*KH*KW, H*W] (rows ld apart) into one group's output y [Coutg, OH, OW]. */   \
-    static void col2im_##T(const conv_geom *g, const T *col, T *y, int64_t ld) {                     \
+    static void col2im_##T(const kn_conv_geom *g, const T *col, T *y, int64_t ld) {                     \
         for (int64_t c = 0; c < g->Coutg; c++)                                                        \
             for (int64_t kh = 0; kh < g->KH; kh++)                                                    \
                 for (int64_t kw = 0; kw < g->KW; kw++) {                                              \
@@ -113,185 +163,243 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
                     }                                                                                 \
                 }                                                                                     \
     }                                                                                                 \
-    /* Images [N, C, P] to rows [C, N*P] (to_rows), or back. */                                    \
-    static void regroup_##T(T *dst, const T *src, int64_t N, int64_t C, int64_t P, bool to_rows) {    \
-        _Pragma("omp parallel for collapse(2) num_threads(kn_cpu_threads_for(N * C * P))")           \
-        for (int64_t n = 0; n < N; n++)                                                               \
-            for (int64_t c = 0; c < C; c++) {                                                         \
-                int64_t row = (c * N + n) * P, image = (n * C + c) * P;                               \
-                memcpy(dst + (to_rows ? row : image), src + (to_rows ? image : row), sizeof(T) * (size_t)P); \
-            }                                                                                         \
+    /* Items are images: im2col of each into its columns of col [Cg*KH*KW, N*OH*OW] (j->y). */     \
+    static void im2col_all_chunk_##T(void *ctx, int64_t begin, int64_t end, int chunk) {               \
+        const conv_job *j = ctx;                                                                      \
+        const kn_conv_geom *g = j->g;                                                                    \
+        int64_t OHW = g->OH * g->OW;                                                                  \
+        for (int64_t n = begin; n < end; n++)                                                         \
+            im2col_##T(g, (const T *)j->x + n * g->Cg * g->H * g->W, (T *)j->y + n * OHW, j->cols);   \
     }                                                                                                 \
-    /* C [M, Nc] = op(A) op(B), its columns split among the OpenMP threads in multiples of 16,        \
-     * each thread on single-threaded BLAS. */                                                        \
-    static void gemm_columns_##T(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t Nc, int64_t Kd,\
-                                 const T *A, int64_t lda, const T *B, int64_t ldb, T *C, int64_t ldc) {\
-        int threads = kn_cpu_threads_for(M * Nc * Kd / 16), saved = openblas_get_num_threads();       \
-        int64_t chunk = ((Nc + threads - 1) / threads + 15) / 16 * 16;                                \
-        openblas_set_num_threads(1);                                                                  \
-        _Pragma("omp parallel for num_threads(threads) schedule(static)")                             \
-        for (int t = 0; t < threads; t++) {                                                           \
-            int64_t j0 = t * chunk, j1 = j0 + chunk < Nc ? j0 + chunk : Nc;                           \
-            if (j1 > j0)                                                                              \
-                gemm(CblasRowMajor, ta, tb, (int)M, (int)(j1 - j0), (int)Kd, 1, A, (int)lda,          \
-                     B + j0 * (tb == CblasNoTrans ? 1 : ldb), (int)ldb, 0, C + j0, (int)ldc);         \
-        }                                                                                             \
-        openblas_set_num_threads(saved);                                                              \
+    static void im2col_all_##T(const kn_conv_geom *g, const T *x, T *col) {                             \
+        conv_job j = {.g = g, .x = x, .y = col, .cols = g->N * g->OH * g->OW};                        \
+        kn_parallel_for(g->N, g->Cg * g->KH * g->KW * g->OH * g->OW, im2col_all_chunk_##T, &j);       \
     }                                                                                                 \
-    /* Every image's columns side by side: col [Cg*KH*KW, N*OH*OW]. */                              \
-    static void im2col_all_##T(const conv_geom *g, const T *x, T *col) {                             \
-        int64_t OHW = g->OH * g->OW, cols = g->N * OHW;                                               \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(g->Cg * g->KH * g->KW * cols))")    \
-        for (int64_t n = 0; n < g->N; n++) im2col_##T(g, x + n * g->Cg * g->H * g->W, col + n * OHW, cols); \
+    /* Items are images: col2im of each one's columns of b [Kc, N*H*W] (j->x) into y. */           \
+    static void col2im_all_chunk_##T(void *ctx, int64_t begin, int64_t end, int chunk) {               \
+        const conv_job *j = ctx;                                                                      \
+        const kn_conv_geom *g = j->g;                                                                    \
+        for (int64_t n = begin; n < end; n++)                                                         \
+            col2im_##T(g, (const T *)j->x + n * g->H * g->W, (T *)j->y + n * g->Coutg * g->OH * g->OW, j->cols); \
     }                                                                                                 \
-    /* An ungrouped convolution of the whole batch as one GEMM. */                 \
-    static bool conv_batched_##T(const conv_geom *g, const T *x, const T *w, T *y, bool transposed) { \
+    /* An ungrouped convolution of the whole batch as one GEMM. */                                   \
+    static bool conv_batched_##T(const kn_conv_geom *g, const T *x, const T *w, T *y, bool transposed) { \
         int64_t N = g->N, OHW = g->OH * g->OW, HW = g->H * g->W, K = g->Cg * g->KH * g->KW;          \
         int64_t Kc = g->Coutg * g->KH * g->KW, cols = N * (transposed ? HW : OHW);                   \
         kept_buffer sa = scratch_take(0, sizeof(T) * (size_t)((transposed ? g->Cg : K) * cols));      \
         kept_buffer sb = scratch_take(1, sizeof(T) * (size_t)((transposed ? Kc : g->Coutg) * cols));  \
         T *a = sa.p, *b = sb.p;                                                                       \
-        if (a && b && !transposed) {                                                                  \
+        bool ok = a && b;                                                                             \
+        if (ok && !transposed) {                                                                      \
             im2col_all_##T(g, x, a);                                                                  \
-            gemm_columns_##T(CblasNoTrans, CblasNoTrans, g->Coutg, cols, K, w, K, a, cols, b, cols);  \
-            regroup_##T(y, b, N, g->Coutg, OHW, false);                                                 \
-        } else if (a && b) {                                                                          \
-            regroup_##T(a, x, N, g->Cg, HW, true);                                                     \
-            gemm_columns_##T(CblasTrans, CblasNoTrans, Kc, cols, g->Cg, w, Kc, a, cols, b, cols);     \
+            ok = product(DT, g->Coutg, cols, K, w, K, 1, a, cols, 1, b, cols, false);                 \
+            if (ok) regroup(y, b, sizeof(T), N, g->Coutg, OHW, false);                                \
+        } else if (ok) {                                                                              \
+            regroup(a, x, sizeof(T), N, g->Cg, HW, true);                                             \
+            ok = product(DT, Kc, cols, g->Cg, w, 1, Kc, a, cols, 1, b, cols, false);                  \
             memset(y, 0, sizeof(T) * (size_t)(N * g->Coutg * OHW));                                   \
-            _Pragma("omp parallel for num_threads(kn_cpu_threads_for(Kc * cols))")                    \
-            for (int64_t n = 0; n < N; n++) col2im_##T(g, b + n * HW, y + n * g->Coutg * OHW, cols);  \
+            conv_job j = {.g = g, .x = b, .y = y, .cols = cols};                                      \
+            if (ok) kn_parallel_for(N, Kc * HW, col2im_all_chunk_##T, &j);                            \
         }                                                                                             \
         scratch_give(0, sa);                                                                          \
         scratch_give(1, sb);                                                                          \
-        return a && b;                                                                                \
+        return ok;                                                                                    \
     }                                                                                                 \
     /* conv2d's weight gradient as one GEMM: dw = rows(gy) [Coutg, N*OHW] col^T. */                  \
-    static bool conv_weight_grad_batched_##T(const conv_geom *g, const T *gy, const T *x, T *dw) {    \
+    static bool conv_weight_grad_batched_##T(const kn_conv_geom *g, const T *gy, const T *x, T *dw) {    \
         int64_t OHW = g->OH * g->OW, cols = g->N * OHW, K = g->Cg * g->KH * g->KW;                   \
         kept_buffer sc = scratch_take(0, sizeof(T) * (size_t)(K * cols));                             \
         kept_buffer sg = scratch_take(1, sizeof(T) * (size_t)(g->Coutg * cols));                      \
         T *col = sc.p, *gyr = sg.p;                                                                   \
-        if (col && gyr) {                                                                             \
+        bool ok = col && gyr;                                                                         \
+        if (ok) {                                                                                     \
             im2col_all_##T(g, x, col);                                                                \
-            regroup_##T(gyr, gy, g->N, g->Coutg, OHW, true);                                           \
-            gemm_columns_##T(CblasNoTrans, CblasTrans, g->Coutg, K, cols, gyr, cols, col, cols, dw, K);\
+            regroup(gyr, gy, sizeof(T), g->N, g->Coutg, OHW, true);                                   \
+            ok = product(DT, g->Coutg, K, cols, gyr, cols, 1, col, 1, cols, dw, K, false);            \
         }                                                                                             \
         scratch_give(0, sc);                                                                          \
         scratch_give(1, sg);                                                                          \
-        return col && gyr;                                                                            \
+        return ok;                                                                                    \
     }                                                                                                 \
     /* Whether the batched form applies: no groups, small images (a larger one makes a good GEMM  \
      * of its own, without the regrouping copies), its matrices within BATCHED_COLUMNS. */          \
-    static bool use_batched_##T(const conv_geom *g, bool transposed) {                               \
+    static bool use_batched_##T(const kn_conv_geom *g, bool transposed) {                               \
         int64_t rows = transposed ? g->Coutg * g->KH * g->KW + g->Cg : g->Cg * g->KH * g->KW + g->Coutg; \
         int64_t per_image = transposed ? g->H * g->W : g->OH * g->OW;                                 \
         return g->G == 1 && per_image < BATCHED_BELOW && rows * g->N * per_image <= BATCHED_COLUMNS;  \
     }                                                                                                 \
     /* One (image, group) product; scratch holds a column matrix. */                                 \
-    static void conv_one_##T(const conv_geom *g, const T *x, const T *w, T *y, T *scratch, bool transposed) { \
+    static bool conv_one_##T(const kn_conv_geom *g, const T *x, const T *w, T *y, T *scratch, bool transposed) { \
         int64_t K = g->Cg * g->KH * g->KW, OHW = g->OH * g->OW, HW = g->H * g->W;                     \
         if (transposed) {                                                                             \
             int64_t Kc = g->Coutg * g->KH * g->KW;                                                    \
-            gemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Kc, (int)HW, (int)g->Cg, 1, w, (int)Kc, x, \
-                 (int)HW, 0, scratch, (int)HW);                                                       \
+            if (!product(DT, Kc, HW, g->Cg, w, 1, Kc, x, HW, 1, scratch, HW, false)) return false;    \
             memset(y, 0, sizeof(T) * (size_t)(g->Coutg * OHW));                                       \
             col2im_##T(g, scratch, y, HW);                                                            \
-            return;                                                                                   \
+            return true;                                                                              \
         }                                                                                             \
         bool direct = g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0; \
         if (!direct) im2col_##T(g, x, scratch, OHW);                                                  \
-        gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->Coutg, (int)OHW, (int)K, 1, w, (int)K, \
-             direct ? x : scratch, (int)OHW, 0, y, (int)OHW);                                         \
+        return product(DT, g->Coutg, OHW, K, w, K, 1, direct ? x : scratch, OHW, 1, y, OHW, false);   \
     }                                                                                                 \
-    static bool conv_all_##T(const conv_geom *g, const T *x, const T *w, T *y, bool transposed) {     \
+    /* Items are (image, group) jobs; the chunk's own column scratch. */                             \
+    static void conv_jobs_chunk_##T(void *ctx, int64_t begin, int64_t end, int chunk) {               \
+        conv_job *j = ctx;                                                                            \
+        const kn_conv_geom *g = j->g;                                                                    \
+        int64_t x_step = g->Cg * g->H * g->W, y_step = g->Coutg * g->OH * g->OW;                      \
+        int64_t w_step = g->Coutg * g->Cg * g->KH * g->KW;                                            \
+        T *scratch = malloc(sizeof(T) * (size_t)(j->cols > 0 ? j->cols : 1));                         \
+        bool ok = scratch != NULL;                                                                    \
+        for (int64_t i = begin; i < end && ok; i++)                                                   \
+            ok = conv_one_##T(g, (const T *)j->x + i * x_step, (const T *)j->w + (i % g->G) * w_step,  \
+                              (T *)j->y + i * y_step, scratch, j->transposed);                        \
+        free(scratch);                                                                                \
+        if (!ok) atomic_store(&j->failed, true);                                                      \
+    }                                                                                                 \
+    static bool conv_all_##T(const kn_conv_geom *g, const T *x, const T *w, T *y, bool transposed) {     \
         if (use_batched_##T(g, transposed)) return conv_batched_##T(g, x, w, y, transposed);          \
         int64_t jobs = g->N * g->G, OHW = g->OH * g->OW, HW = g->H * g->W;                            \
         int64_t col = transposed ? g->Coutg * g->KH * g->KW * HW : g->Cg * g->KH * g->KW * OHW;       \
-        int64_t x_step = g->Cg * HW, y_step = g->Coutg * OHW, w_step = g->Coutg * g->Cg * g->KH * g->KW; \
-        double flops = 2.0 * (double)jobs * (double)y_step * (double)(g->Cg * g->KH * g->KW);        \
-        int threads = flops < 1e6 ? 1 : kn_get_num_threads(), saved = openblas_get_num_threads();     \
-        if (threads > jobs) threads = 1;                                                              \
-        int ok = 1;                                                                                   \
-        openblas_set_num_threads(threads > 1 ? 1 : kn_get_num_threads());                             \
-        _Pragma("omp parallel num_threads(threads) reduction(& : ok)") {                             \
-            T *scratch = malloc(sizeof(T) * (size_t)(col > 0 ? col : 1));                             \
-            ok = scratch != NULL;                                                                     \
-            _Pragma("omp for schedule(static)") for (int64_t j = 0; j < jobs; j++) if (scratch)      \
-                conv_one_##T(g, x + j * x_step, w + (j % g->G) * w_step, y + j * y_step, scratch, transposed); \
-            free(scratch);                                                                            \
-        }                                                                                             \
-        openblas_set_num_threads(saved);                                                              \
-        return ok;                                                                                    \
+        int64_t flops = 2 * g->Coutg * OHW * g->Cg * g->KH * g->KW;                                   \
+        conv_job j = {.g = g, .x = x, .w = w, .y = y, .cols = col, .transposed = transposed};         \
+        run_jobs(jobs, kn_parallel_chunks(jobs, flops / KN_GEMM_FLOPS_PER_COST + col), conv_jobs_chunk_##T, &j); \
+        return !atomic_load(&j.failed);                                                               \
     }                                                                                                 \
-    /* conv2d's weight gradient: dw[g] = sum over images of gy[n, g] im2col(x[n, g])^T, in        \
-     * per-thread partial sums (slot 0 is dw itself) when images run in parallel. */                \
-    static bool conv_weight_grad_##T(const conv_geom *g, const T *gy, const T *x, T *dw) {            \
-        if (use_batched_##T(g, false)) return conv_weight_grad_batched_##T(g, gy, x, dw);             \
-        int64_t jobs = g->N * g->G, OHW = g->OH * g->OW, HW = g->H * g->W, K = g->Cg * g->KH * g->KW; \
-        int64_t wsize = g->G * g->Coutg * K;                                                          \
-        double flops = 2.0 * (double)jobs * (double)(g->Coutg * K) * (double)OHW;                    \
-        int threads = flops < 1e6 ? 1 : kn_get_num_threads(), saved = openblas_get_num_threads();     \
-        if (threads > jobs) threads = 1;                                                              \
+    /* Items are (image, group) jobs, summed into the chunk's own partial weight gradient. */      \
+    static void weight_grad_chunk_##T(void *ctx, int64_t begin, int64_t end, int chunk) {             \
+        conv_job *j = ctx;                                                                            \
+        const kn_conv_geom *g = j->g;                                                                    \
+        int64_t OHW = g->OH * g->OW, K = g->Cg * g->KH * g->KW;                                       \
         bool direct = g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0; \
-        T *part = threads > 1 ? calloc((size_t)((threads - 1) * wsize), sizeof(T)) : NULL;            \
-        if (threads > 1 && !part) return false;                                                       \
-        memset(dw, 0, sizeof(T) * (size_t)wsize);                                                     \
-        int ok = 1;                                                                                   \
-        openblas_set_num_threads(threads > 1 ? 1 : kn_get_num_threads());                             \
-        _Pragma("omp parallel num_threads(threads) reduction(& : ok)") {                             \
-            int t = omp_get_thread_num();                                                             \
-            T *acc = t ? part + (t - 1) * wsize : dw;                                                 \
-            T *scratch = direct ? NULL : malloc(sizeof(T) * (size_t)(K * OHW > 0 ? K * OHW : 1));     \
-            ok = direct || scratch;                                                                   \
-            _Pragma("omp for schedule(static)") for (int64_t j = 0; j < jobs; j++) if (ok) {          \
-                const T *xj = x + j * g->Cg * HW;                                                     \
-                if (!direct) im2col_##T(g, xj, scratch, OHW);                                         \
-                gemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->Coutg, (int)K, (int)OHW, 1,     \
-                     gy + j * g->Coutg * OHW, (int)OHW, direct ? xj : scratch, (int)OHW, 1,           \
-                     acc + (j % g->G) * g->Coutg * K, (int)K);                                        \
-            }                                                                                         \
-            free(scratch);                                                                            \
-            _Pragma("omp for schedule(static)") for (int64_t i = 0; i < wsize; i++)                   \
-                for (int p = 0; p < threads - 1; p++) dw[i] += part[p * wsize + i];                   \
+        T *acc = chunk ? (T *)j->part + (chunk - 1) * j->wsize : j->dw;                               \
+        T *scratch = direct ? NULL : malloc(sizeof(T) * (size_t)(K * OHW > 0 ? K * OHW : 1));         \
+        bool ok = direct || scratch;                                                                  \
+        for (int64_t i = begin; i < end && ok; i++) {                                                 \
+            const T *xi = (const T *)j->x + i * g->Cg * g->H * g->W;                                  \
+            if (!direct) im2col_##T(g, xi, scratch, OHW);                                             \
+            ok = product(DT, g->Coutg, K, OHW, (const T *)j->gy + i * g->Coutg * OHW, OHW, 1,         \
+                         direct ? xi : scratch, 1, OHW, acc + (i % g->G) * g->Coutg * K, K, true);    \
         }                                                                                             \
-        openblas_set_num_threads(saved);                                                              \
+        free(scratch);                                                                                \
+        if (!ok) atomic_store(&j->failed, true);                                                      \
+    }                                                                                                 \
+    /* conv2d's weight gradient: dw[g] = sum over images of gy[n, g] im2col(x[n, g])^T, one partial \
+     * sum per chunk (chunk 0's is dw itself), added up in chunk order. */                          \
+    static bool conv_weight_grad_##T(const kn_conv_geom *g, const T *gy, const T *x, T *dw) {            \
+        if (use_batched_##T(g, false)) return conv_weight_grad_batched_##T(g, gy, x, dw);             \
+        int64_t jobs = g->N * g->G, OHW = g->OH * g->OW, K = g->Cg * g->KH * g->KW;                   \
+        int64_t wsize = g->G * g->Coutg * K, flops = 2 * g->Coutg * K * OHW;                          \
+        int chunks = kn_parallel_chunks(jobs, flops / KN_GEMM_FLOPS_PER_COST + K * OHW);                      \
+        T *part = chunks > 1 ? calloc((size_t)((chunks - 1) * wsize), sizeof(T)) : NULL;              \
+        if (chunks > 1 && !part) return false;                                                        \
+        memset(dw, 0, sizeof(T) * (size_t)wsize);                                                     \
+        conv_job j = {.g = g, .x = x, .gy = gy, .dw = dw, .part = part, .wsize = wsize};              \
+        run_jobs(jobs, chunks, weight_grad_chunk_##T, &j);                                            \
+        j.cols = chunks - 1; /* the partials to add */                                                \
+        if (chunks > 1) kn_parallel_for(wsize, chunks, sum_parts_chunk_##T, &j);                      \
         free(part);                                                                                   \
-        return ok;                                                                                    \
+        return !atomic_load(&j.failed);                                                               \
     }
-CONV_IMPL(float, cblas_sgemm)
-CONV_IMPL(double, cblas_dgemm)
+CONV_IMPL(float, KN_F32)
+CONV_IMPL(double, KN_F64)
 
-/* Adds bias[c] to every element of channel c of y [N, C, P]. */
+/* Adds bias[c] to every element of channel c of y [N, C, P]: items are the N*C channels. */
+typedef struct bias_job {
+    void *y;
+    const double *bias;
+    int64_t C, P;
+} bias_job;
+
 #define ADD_BIAS(T)                                                                                 \
-    static void add_bias_##T(T *y, const double *bias, int64_t N, int64_t C, int64_t P) {           \
-        _Pragma("omp parallel for collapse(2) num_threads(kn_cpu_threads_for(N * C * P))")          \
-        for (int64_t i = 0; i < N; i++)                                                             \
-            for (int64_t c = 0; c < C; c++) {                                                       \
-                T *r = y + (i * C + c) * P, b = (T)bias[c];                                         \
-                _Pragma("omp simd") for (int64_t p = 0; p < P; p++) r[p] += b;                      \
-            }                                                                                       \
+    static void add_bias_chunk_##T(void *ctx, int64_t begin, int64_t end, int chunk) {              \
+        const bias_job *b = ctx;                                                                    \
+        for (int64_t i = begin; i < end; i++) {                                                     \
+            T *r = (T *)b->y + i * b->P, v = (T)b->bias[i % b->C];                                  \
+            for (int64_t p = 0; p < b->P; p++) r[p] += v;                                           \
+        }                                                                                           \
     }
 ADD_BIAS(float)
 ADD_BIAS(double)
 
+static void add_bias(kn_dtype ct, void *y, const double *bias, int64_t N, int64_t C, int64_t P) {
+    bias_job b = {y, bias, C, P};
+    kn_parallel_for(N * C, P, ct == KN_F64 ? add_bias_chunk_double : add_bias_chunk_float, &b);
+}
+
+/* The geometry of x [N, C, H, W] -> out [N, Cout, OH, OW]. */
+static kn_conv_geom geom_of(const kn_node *n) {
+    const kn_tensor *x = n->in[0], *w = n->in[1], *o = n->out[0];
+    const kn_attrs_conv2d *a = KN_ATTRS(n, conv2d); /* conv_transpose2d's are conv2d's (op_table.c) */
+    int64_t G = a->groups;
+    kn_conv_geom g = {x->shape[0], G, x->shape[1] / G, x->shape[2], x->shape[3], o->shape[1] / G,
+                      w->shape[2], w->shape[3], o->shape[2], o->shape[3], a->stride[0], a->stride[1],
+                      a->padding[0], a->padding[1], a->dilation[0], a->dilation[1]};
+    return g;
+}
+
+/* Inputs a and b of node n in the dtype the chosen provider reads (oneDNN: the tensors' own;
+ * im2col: the compute dtype), out's work tensor in the compute dtype, and the result of
+ * running kind through oneDNN when it is chosen. KN_GEMM_TURNED_DOWN leaves a and b in the
+ * compute dtype for im2col, and counts the fallback. */
+typedef struct conv_operands {
+    kn_tensor *a, *b, *out;
+    bool onednn;
+} conv_operands;
+
+static kn_status operands_of(kn_node *n, kn_conv_kind kind, const kn_conv_geom *dg, conv_operands *o) {
+    kn_tensor *out = n->out[0];
+    kn_dtype ct = kn_nn_compute_dtype(out->dtype);
+    *o = (conv_operands){0};
+    kn_status st = kn_conv_select(kind, out->dtype, dg, &o->onednn);
+    if (st != KN_OK) return st;
+    kn_dtype rt = o->onednn ? out->dtype : ct;
+    o->a = kn_nn_work(n->in[0], rt), o->b = kn_nn_work(n->in[1], rt), o->out = kn_nn_work_out(out, ct);
+    if (!o->a || !o->b || !o->out) return KN_ERR_OOM;
+    if (!o->onednn) return KN_OK;
+    kn_gemm_result r = kn_conv_onednn(kind, dg, rt, kn_tensor_data(o->a), kn_tensor_data(o->b), kn_tensor_data(o->out));
+    if (r == KN_GEMM_DONE) return KN_OK;
+    if (r == KN_GEMM_NO_MEMORY) return KN_ERR_OOM;
+    if (r == KN_GEMM_FAILED) return kn_error(KN_ERR_INTERNAL, "%s: oneDNN failed", kn_op_name(n->op));
+    kn_conv_count_fallback(out->dtype);
+    o->onednn = false;
+    if (rt == ct) return KN_OK;
+    kn_tensor_decref(o->a);
+    kn_tensor_decref(o->b);
+    o->a = kn_nn_work(n->in[0], ct), o->b = kn_nn_work(n->in[1], ct);
+    return o->a && o->b ? KN_OK : KN_ERR_OOM;
+}
+
+/* Drops the operands and narrows the result into out. */
+static kn_status finish(kn_node *n, conv_operands *o, kn_status st) {
+    if (o->a) kn_tensor_decref(o->a);
+    if (o->b) kn_tensor_decref(o->b);
+    if (st == KN_ERR_OOM) st = kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name(n->op));
+    return kn_nn_finish(n->out[0], o->out, st);
+}
+
 static kn_status conv_kernel(kn_node *n, bool transposed) {
     kn_tensor *out = n->out[0];
     if (kn_numel(out) == 0) return KN_OK;
-    conv_geom g = geom_of(n);
-    kn_dtype ct = kn_nn_compute_dtype(out->dtype);
+    kn_conv_geom g = geom_of(n);
+    /* oneDNN sees conv_transpose2d as the input gradient of the convolution from out to x. */
+    kn_conv_geom d = !transposed ? g
+                                 : (kn_conv_geom){g.N, g.G, g.Coutg, g.OH, g.OW, g.Cg, g.KH, g.KW, g.H, g.W,
+                                                  g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
     kn_tensor *bias_t = KN_INPUT(n, conv2d, bias);
     double *bias = bias_t ? kn_nn_read_vector(bias_t, out->shape[1], 0) : NULL;
-    kn_tensor *x = kn_nn_work(n->in[0], ct), *w = kn_nn_work(n->in[1], ct), *y = kn_nn_work_out(out, ct);
-    bool ok = x && w && y && (bias || !bias_t);
-    if (ok && ct == KN_F64) ok = conv_all_double(&g, kn_tensor_data(x), kn_tensor_data(w), kn_tensor_data(y), transposed);
-    else if (ok) ok = conv_all_float(&g, kn_tensor_data(x), kn_tensor_data(w), kn_tensor_data(y), transposed);
-    if (ok && bias && ct == KN_F64) add_bias_double(kn_tensor_data(y), bias, g.N, out->shape[1], g.OH * g.OW);
-    else if (ok && bias) add_bias_float(kn_tensor_data(y), bias, g.N, out->shape[1], g.OH * g.OW);
+    conv_operands o;
+    kn_status st = bias || !bias_t ? operands_of(n, transposed ? KN_CONV_BACKWARD_DATA : KN_CONV_FORWARD, &d, &o)
+                                   : KN_ERR_OOM;
+    kn_dtype ct = kn_nn_compute_dtype(out->dtype);
+    void *x = o.a ? kn_tensor_data(o.a) : NULL, *w = o.b ? kn_tensor_data(o.b) : NULL;
+    void *y = o.out ? kn_tensor_data(o.out) : NULL;
+    if (st == KN_OK && !o.onednn)
+        st = (ct == KN_F64 ? conv_all_double(&g, x, w, y, transposed) : conv_all_float(&g, x, w, y, transposed))
+                 ? KN_OK
+                 : KN_ERR_OOM;
+    if (st == KN_OK && bias) add_bias(ct, y, bias, g.N, out->shape[1], g.OH * g.OW);
     free(bias);
-    if (x) kn_tensor_decref(x);
-    if (w) kn_tensor_decref(w);
-    return kn_nn_finish(out, y, ok ? KN_OK : kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name(n->op)));
+    return finish(n, &o, st);
 }
 
 kn_status kn_nn_conv2d_kernel(kn_node *n) { return conv_kernel(n, false); }
@@ -303,15 +411,16 @@ kn_status kn_nn_conv2d_backward_weight_kernel(kn_node *n) {
     const kn_tensor *gyt = n->in[0], *xt = n->in[1];
     const kn_attrs_conv2d_backward_weight *a = KN_ATTRS(n, conv2d_backward_weight);
     int64_t G = a->groups;
-    conv_geom g = {xt->shape[0], G, xt->shape[1] / G, xt->shape[2], xt->shape[3], gyt->shape[1] / G,
-                   out->shape[2], out->shape[3], gyt->shape[2], gyt->shape[3], a->stride[0], a->stride[1],
-                   a->padding[0], a->padding[1], a->dilation[0], a->dilation[1]};
-    kn_dtype ct = kn_nn_compute_dtype(out->dtype);
-    kn_tensor *gy = kn_nn_work(n->in[0], ct), *x = kn_nn_work(n->in[1], ct), *dw = kn_nn_work_out(out, ct);
-    bool ok = gy && x && dw;
-    if (ok && ct == KN_F64) ok = conv_weight_grad_double(&g, kn_tensor_data(gy), kn_tensor_data(x), kn_tensor_data(dw));
-    else if (ok) ok = conv_weight_grad_float(&g, kn_tensor_data(gy), kn_tensor_data(x), kn_tensor_data(dw));
-    if (gy) kn_tensor_decref(gy);
-    if (x) kn_tensor_decref(x);
-    return kn_nn_finish(out, dw, ok ? KN_OK : kn_error(KN_ERR_OOM, "conv2d_backward_weight: out of memory"));
+    kn_conv_geom g = {xt->shape[0], G, xt->shape[1] / G, xt->shape[2], xt->shape[3], gyt->shape[1] / G,
+                      out->shape[2], out->shape[3], gyt->shape[2], gyt->shape[3], a->stride[0], a->stride[1],
+                      a->padding[0], a->padding[1], a->dilation[0], a->dilation[1]};
+    conv_operands o;
+    kn_status st = operands_of(n, KN_CONV_WEIGHT_GRAD, &g, &o);
+    if (st == KN_OK && !o.onednn) {
+        void *gy = kn_tensor_data(o.a), *x = kn_tensor_data(o.b), *dw = kn_tensor_data(o.out);
+        bool ok = kn_nn_compute_dtype(out->dtype) == KN_F64 ? conv_weight_grad_double(&g, gy, x, dw)
+                                                            : conv_weight_grad_float(&g, gy, x, dw);
+        st = ok ? KN_OK : KN_ERR_OOM;
+    }
+    return finish(n, &o, st);
 }
