@@ -47,12 +47,6 @@ int kiln_cmd_info(int argc, char **argv) {
     for (int i = 0; i < 4 && chose; i++) chose = kn_conv_choice(dts[i], conv[i], sizeof conv[i]) == KN_OK;
     if (chose)
         printf("conv:          f32 %s, f64 %s, bf16 %s, f16 %s\n", conv[0], conv[1], conv[2], conv[3]);
-    for (int i = 2; i < 4 && chose; i++) {
-        double secs[KN_GEMM_PROVIDER_COUNT];
-        if (kn_gemm_measured(dts[i], secs))
-            printf("  %-4s measured at first use: openblas %.3f ms, onednn %.3f ms\n", kn_dtype_name(dts[i]),
-                   1e3 * secs[KN_GEMM_OPENBLAS], 1e3 * secs[KN_GEMM_ONEDNN]);
-    }
     printf("threads:       %d\n", kn_get_num_threads());
     printf("mode:          %s\n", kn_mode_name(kn_get_mode()));
     const char *shadow = kn_get_shadow();

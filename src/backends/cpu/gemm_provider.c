@@ -44,61 +44,6 @@ bool kn_gemm_has(kn_gemm_provider p, kn_dtype dt) {
     return p == KN_GEMM_ONEDNN ? kn_gemm_onednn_has(dt) : p == KN_GEMM_OPENBLAS || p == KN_GEMM_REF;
 }
 
-/* Measured defaults of the 16-bit dtypes: the provider + 1, 0 until measured. */
-static int measured[KN_DTYPE_COUNT];
-static double measured_seconds[KN_DTYPE_COUNT][KN_GEMM_PROVIDER_COUNT];
-static pthread_mutex_t measure_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* The best of two runs after one that warms up (oneDNN compiles its kernel there); INFINITY
- * when the provider fails or turns the product down. */
-static double time_product(kn_gemm_provider p, kn_tensor *a, kn_tensor *b, kn_tensor *c, int64_t M, int64_t N,
-                           int64_t K) {
-    double best = INFINITY;
-    for (int r = 0; r < 3; r++) {
-        double t0 = now();
-        kn_status st = p == KN_GEMM_ONEDNN ? kn_gemm_onednn(a, b, c, 1, M, N, K) : kn_gemm_openblas(a, b, c, 1, M, N, K);
-        double t = now() - t0;
-        if (st != KN_OK) return INFINITY;
-        if (r > 0 && t < best) best = t;
-    }
-    return best;
-}
-
-/* Times a [64, 512] x [512, 512] product, the weight used transposed as linear layers store it
- * (about 34 MFLOP: a fraction of a millisecond per run on one core), on each candidate. */
-static kn_gemm_provider measure(kn_dtype dt, kn_device dev) {
-    enum { M = 64, N = 512, K = 512 };
-    kn_tensor *a = kn_tensor_alloc("matmul probe", dt, (const int64_t[]){M, K}, 2, dev);
-    kn_tensor *w = a ? kn_tensor_alloc("matmul probe", dt, (const int64_t[]){N, K}, 2, dev) : NULL;
-    kn_tensor *c = w ? kn_tensor_alloc("matmul probe", dt, (const int64_t[]){M, N}, 2, dev) : NULL;
-    kn_gemm_provider best = KN_GEMM_OPENBLAS;
-    if (c) {
-        /* Small finite values in both 16-bit formats (0x3c3c: 0.0115 in bf16, 1.06 in f16). */
-        memset(kn_tensor_data(a), 0x3c, sizeof(uint16_t) * M * K);
-        memset(kn_tensor_data(w), 0x3c, sizeof(uint16_t) * N * K);
-        kn_storage_retain(w->storage); /* the view takes this reference over */
-        kn_tensor *wt = kn_tensor_wrap(w->storage, dt, (const int64_t[]){K, N}, 2, (const int64_t[]){1, K}, 0);
-        if (wt) {
-            const kn_gemm_provider cand[2] = {KN_GEMM_OPENBLAS, KN_GEMM_ONEDNN};
-            double t[2];
-            for (int i = 0; i < 2; i++) t[i] = measured_seconds[dt][cand[i]] = time_product(cand[i], a, wt, c, M, N, K);
-            best = t[1] < t[0] ? KN_GEMM_ONEDNN : KN_GEMM_OPENBLAS;
-            kn_tensor_decref(wt);
-        }
-    }
-    kn_tensor_decref(a);
-    kn_tensor_decref(w);
-    kn_tensor_decref(c);
-    if (!c) kn_clear_error(); /* a probe that could not allocate leaves openblas, and no error to the op */
-    return best;
-}
-
 bool kn_gemm_openblas_lacks_avx512(void) {
     if (!__builtin_cpu_supports("avx512f")) return false;
     char core[64];
@@ -107,28 +52,13 @@ bool kn_gemm_openblas_lacks_avx512(void) {
     return !strstr(core, "skylakex") && !strstr(core, "cooperlake") && !strstr(core, "sapphire");
 }
 
-/* f32: onednn where OpenBLAS lacks this CPU's AVX-512, else openblas; f64: openblas; a 16-bit
- * dtype oneDNN has: the measured faster one. */
-static kn_gemm_provider default_for(kn_dtype dt, kn_device dev) {
+/* f32: onednn where OpenBLAS lacks this CPU's AVX-512, else openblas; f64: openblas; bf16 and
+ * f16: onednn where oneDNN has the dtype (only on a CPU whose ISA has it: AVX512-BF16, AMX or
+ * AVX512-FP16, where it ran 2.5-4x widened OpenBLAS), else openblas. Fixed rules rather than a
+ * timing, so a machine gives the same results in every run (exact resume). */
+static kn_gemm_provider default_for(kn_dtype dt) {
     if (dt == KN_F32) return kn_gemm_onednn_has(dt) && kn_gemm_openblas_lacks_avx512() ? KN_GEMM_ONEDNN : KN_GEMM_OPENBLAS;
-    if ((dt != KN_BF16 && dt != KN_F16) || !kn_gemm_onednn_has(dt)) return KN_GEMM_OPENBLAS;
-    int m = __atomic_load_n(&measured[dt], __ATOMIC_ACQUIRE);
-    if (m) return (kn_gemm_provider)(m - 1);
-    pthread_mutex_lock(&measure_lock);
-    if (!(m = measured[dt])) {
-        m = (int)measure(dt, dev) + 1;
-        __atomic_store_n(&measured[dt], m, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&measure_lock);
-    return (kn_gemm_provider)(m - 1);
-}
-
-bool kn_gemm_measured(kn_dtype dt, double seconds[KN_GEMM_PROVIDER_COUNT]) {
-    pthread_mutex_lock(&measure_lock);
-    bool ran = measured[dt] != 0;
-    for (int p = 0; p < KN_GEMM_PROVIDER_COUNT; p++) seconds[p] = ran ? measured_seconds[dt][p] : 0;
-    pthread_mutex_unlock(&measure_lock);
-    return ran;
+    return (dt == KN_BF16 || dt == KN_F16) && kn_gemm_onednn_has(dt) ? KN_GEMM_ONEDNN : KN_GEMM_OPENBLAS;
 }
 
 static kn_gemm_counts counts;
@@ -142,24 +72,24 @@ kn_status kn_gemm_forced(kn_gemm_provider *out) {
     return KN_OK;
 }
 
-static kn_status choose(kn_dtype dt, kn_device dev, kn_gemm_provider *out, bool *fell_back) {
+static kn_status choose(kn_dtype dt, kn_gemm_provider *out, bool *fell_back) {
     kn_gemm_provider f = KN_GEMM_PROVIDER_COUNT;
     kn_status st = kn_gemm_forced(&f);
     *fell_back = false;
     if (st != KN_OK) return st;
     *fell_back = f != KN_GEMM_PROVIDER_COUNT && !kn_gemm_has(f, dt);
-    *out = f != KN_GEMM_PROVIDER_COUNT && !*fell_back ? f : default_for(dt, dev);
+    *out = f != KN_GEMM_PROVIDER_COUNT && !*fell_back ? f : default_for(dt);
     return KN_OK;
 }
 
 kn_status kn_gemm_choice(kn_dtype dt, kn_gemm_provider *out) {
     bool fell_back;
-    return choose(dt, KN_CPU, out, &fell_back);
+    return choose(dt, out, &fell_back);
 }
 
-kn_status kn_gemm_select(kn_dtype dt, kn_device dev, kn_gemm_provider *out) {
+kn_status kn_gemm_select(kn_dtype dt, kn_gemm_provider *out) {
     bool fell_back;
-    kn_status st = choose(dt, dev, out, &fell_back);
+    kn_status st = choose(dt, out, &fell_back);
     if (st != KN_OK) return st;
     __atomic_fetch_add(&counts.selected[*out][dt], 1, __ATOMIC_RELAXED);
     if (fell_back) kn_gemm_count_fallback(dt);

@@ -5,10 +5,8 @@
  * default and counts a fallback. The default (docs/decisions.md, "oneDNN as a matmul provider",
  * "kiln's thread pool"): f32 on onednn where this OpenBLAS runs kernels without the CPU's
  * AVX-512 (a fixed rule, so f32 results are the same in every run on a machine), else openblas;
- * f64 on openblas; for bf16 and f16, when oneDNN has the dtype, the faster of openblas and
- * onednn on one representative product timed at the dtype's first use (about a millisecond,
- * once per process). The decode path
- * (k_linalg_skinny.c) and integer products stay outside. */
+ * f64 on openblas; bf16 and f16 on onednn where oneDNN has the dtype (a CPU whose ISA has it),
+ * else openblas. The decode path (k_linalg_skinny.c) and integer products stay outside. */
 #ifndef KILN_BACKENDS_CPU_GEMM_PROVIDER_H
 #define KILN_BACKENDS_CPU_GEMM_PROVIDER_H
 
@@ -26,17 +24,12 @@ typedef enum kn_gemm_provider {
 
 const char *kn_gemm_provider_name(kn_gemm_provider p);
 
-/* The provider for a product of dtype dt (a float dtype) on device dev: the forced one if it
- * has dt, else the default (measured on dev at dt's first use). Counts the selection, and a
- * fallback when the forced one lacks dt. An unknown KILN_GEMM is KN_ERR_ARG naming the value
- * and the choices. */
-kn_status kn_gemm_select(kn_dtype dt, kn_device dev, kn_gemm_provider *out);
-/* The provider a product of dt would get now (measuring on the cpu device if it has to),
- * without counting (kiln info, tests). */
+/* The provider for a product of dtype dt (a float dtype): the forced one if it has dt, else the
+ * default. Counts the selection, and a fallback when the forced one lacks dt. An unknown
+ * KILN_GEMM is KN_ERR_ARG naming the value and the choices. */
+kn_status kn_gemm_select(kn_dtype dt, kn_gemm_provider *out);
+/* The provider a product of dt would get now, without counting (kiln info, tests). */
 kn_status kn_gemm_choice(kn_dtype dt, kn_gemm_provider *out);
-/* The product that measured dt's default: its time in seconds per provider (0: not timed),
- * and whether a measurement ran. */
-bool kn_gemm_measured(kn_dtype dt, double seconds[KN_GEMM_PROVIDER_COUNT]);
 /* Counts a fallback of a product the chosen provider turned down at run time (a layout it
  * cannot take); the product then runs on openblas. */
 void kn_gemm_count_fallback(kn_dtype dt);

@@ -241,7 +241,7 @@ kn_status kn_gemm_openblas(kn_tensor *a, kn_tensor *b, kn_tensor *out, int64_t b
 static kn_status matmul_float(kn_node *n, int64_t batches, int64_t M, int64_t N, int64_t K) {
     kn_tensor *a = n->in[0], *b = n->in[1], *out = n->out[0];
     kn_gemm_provider p;
-    kn_status st = kn_gemm_select(out->dtype, out->storage->device, &p);
+    kn_status st = kn_gemm_select(out->dtype, &p);
     if (st != KN_OK) return st;
     if (p == KN_GEMM_REF) {
         kn_gemm_ref(a, b, out, batches, M, N, K);
