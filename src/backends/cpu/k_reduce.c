@@ -1,5 +1,6 @@
 /* CPU kernels of the reductions over dims. Float sums accumulate in double lanes; each output's
- * reduction runs on one thread (or, for few long rows, sums are split across threads). */
+ * reduction runs in one chunk of the thread pool (or, for few long rows, each row is split into
+ * chunks whose partial sums add up in chunk order). */
 #include <math.h>
 
 #include "backends/cpu/reduce_plan.h"
