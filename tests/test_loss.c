@@ -227,6 +227,32 @@ static kn_tensor *pw_call(pw_kind k, kn_tensor *x, kn_tensor *y, kn_tensor *w, k
     }
 }
 
+/* Inputs large enough to be split into several chunks of the thread pool, with two bad
+ * entries in different chunks: whichever chunk runs first (on the calling thread or a
+ * worker), the error reaches the caller and names the first bad position. */
+static void test_errors_found_by_any_chunk_reach_the_caller(void) {
+    int threads = kn_get_num_threads();
+    kn_set_num_threads(2);
+    enum { N = 512, C = 256, COUNT = 4 * 16384 };
+    double *target = calloc(N, sizeof(double)), *p = malloc(sizeof(double) * COUNT);
+    for (int i = 0; i < N; i++) target[i] = i % C;
+    target[300] = 999, target[450] = -5;
+    kn_tensor *x = rand_tensor(KN_SHAPE(N, C), KN_F32, -1, 1), *t = tensor_from(target, KN_SHAPE(N), KN_I64);
+    rand_fill(p, COUNT, 0.1, 0.9);
+    p[40000] = 1.5, p[60000] = -0.5;
+    kn_tensor *pt = tensor_from(p, KN_SHAPE(COUNT), KN_F32), *yt = rand_tensor(KN_SHAPE(COUNT), KN_F32, 0, 1);
+    kn_mode saved = debug_checks_off(); /* strict mode's report at the next sync */
+    for (int round = 0; round < 4; round++) {
+        CHECK(kn_cross_entropy(x, t, KN_CE_OPTS_DEFAULT) != NULL);
+        CHECK_ERROR(kn_sync() == KN_OK, KN_ERR_INDEX, "target 999 at position 300 is out of range for 256 classes");
+        CHECK(kn_bce_loss(pt, yt, NULL, KN_REDUCTION_SUM) != NULL);
+        CHECK_ERROR(kn_sync() == KN_OK, KN_ERR_ARG, "[0, 1]");
+    }
+    debug_checks_restore(saved);
+    kn_set_num_threads(threads);
+    free(target), free(p);
+}
+
 static void test_pointwise_losses(void) {
     const int64_t N = 37, C = 23;
     for (int k = 0; k < 4; k++) {
@@ -350,6 +376,7 @@ int main(void) {
     RUN(test_nll_loss);
     RUN(test_cross_entropy_probabilities);
     RUN(test_cross_entropy_errors);
+    RUN(test_errors_found_by_any_chunk_reach_the_caller);
     RUN(test_pointwise_losses);
     RUN(test_bce_clamps_log_and_rejects_bad_probabilities);
     RUN(test_dropout_statistics_and_scale);

@@ -1,18 +1,29 @@
 /* CPU scaled dot-product attention: for each (batch, head, block of queries), a sweep over
  * blocks of keys with an online softmax (running max and sum per query), both products of a
- * block (q k^T and p v) through BLAS GEMM. Memory is O(block^2 + block * D) per thread, never
- * Tq x Tk; key blocks past the causal diagonal are skipped. A query with no allowed key
- * gives zeros, as PyTorch's attention does (its sum of weights stays 0). Each row's
+ * block (q k^T and p v) through BLAS GEMM. Memory is O(block^2 + block * D) per chunk of
+ * tasks, never Tq x Tk; key blocks past the causal diagonal are skipped. A query with no
+ * allowed key gives zeros, as PyTorch's attention does (its sum of weights stays 0). Each row's
  * log-sum-exp (max + log(sum), 0 for such a row: finite for debug mode, and any finite value
  * weighs its -inf scores to 0 in the backward) is the second output, for k_attention_grad.c. */
 #include <cblas.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/k_attention.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 enum { BLOCK_Q = 64, BLOCK_K = 128 };
+
+/* What the chunks of the forward read and write (out and lse in the compute type). */
+typedef struct attention_ctx {
+    const attn_problem *P;
+    const attn_operand *q, *k, *v;
+    const kn_tensor *mask;
+    void *out, *lse;
+    atomic_int failed; /* a chunk could not allocate its buffers */
+} attention_ctx;
 
 #define ATTENTION(SUF, T, GEMM)                                                                            \
     static void attention_task_##SUF(const attn_problem *P, const attn_operand *q, const attn_operand *k,    \
@@ -85,28 +96,30 @@ enum { BLOCK_Q = 64, BLOCK_K = 128 };
             lse[(b * P->H + h) * P->Tq + i0 + r] = none ? 0 : m[r] + kn_log(l[r]);                           \
         }                                                                                                    \
     }                                                                                                        \
+    /* Tasks [begin, end) (batch, head, block of queries), with the chunk's own block buffers. */            \
+    static void attention_chunk_##SUF(void *ctx, int64_t begin, int64_t end, int chunk) {                    \
+        attention_ctx *c = ctx;                                                                              \
+        const attn_problem *P = c->P;                                                                        \
+        const int64_t q_blocks = (P->Tq + BLOCK_Q - 1) / BLOCK_Q;                                            \
+        T *S = malloc(sizeof(T) * BLOCK_Q * BLOCK_K), *acc = malloc(sizeof(T) * (size_t)(BLOCK_Q * P->Dv));  \
+        T *ml = malloc(sizeof(T) * 2 * BLOCK_Q);                                                             \
+        for (int64_t task = begin; S && acc && ml && task < end; task++) {                                   \
+            int64_t qb = task % q_blocks, bh = task / q_blocks, h = bh % P->H, b = bh / P->H;                \
+            attn_mask mb = kn_cpu_attn_mask(c->mask, P->batch_dims, b, h);                                   \
+            attention_task_##SUF(P, c->q, c->k, c->v, &mb, b, h, qb * BLOCK_Q, S, acc, ml, ml + BLOCK_Q,     \
+                                 c->out, c->lse);                                                            \
+        }                                                                                                    \
+        if (!(S && acc && ml)) atomic_store(&c->failed, 1);                                                  \
+        free(S);                                                                                             \
+        free(acc);                                                                                           \
+        free(ml);                                                                                            \
+    }                                                                                                        \
     static bool attention_##SUF(const attn_problem *P, const attn_operand *q, const attn_operand *k,         \
                                 const attn_operand *v, const kn_tensor *mask, T *out, T *lse) {             \
-        const int64_t q_blocks = (P->Tq + BLOCK_Q - 1) / BLOCK_Q, tasks = P->batches * P->H * q_blocks;     \
-        int threads = kn_cpu_threads_for(tasks * BLOCK_Q * (P->Tk + 1) * (P->D + P->Dv + 1) / 16);         \
-        if (threads > tasks) threads = (int)tasks;                                                           \
-        int ok = 1;                                                                                          \
-        _Pragma("omp parallel num_threads(threads) reduction(& : ok)") {                                     \
-            T *S = malloc(sizeof(T) * BLOCK_Q * BLOCK_K), *acc = malloc(sizeof(T) * (size_t)(BLOCK_Q * P->Dv)); \
-            T *ml = malloc(sizeof(T) * 2 * BLOCK_Q);                                                         \
-            ok = S && acc && ml;                                                                             \
-            _Pragma("omp for schedule(dynamic)")                                                             \
-            for (int64_t task = 0; task < tasks; task++) {                                                   \
-                if (!ok) continue;                                                                           \
-                int64_t qb = task % q_blocks, bh = task / q_blocks, h = bh % P->H, b = bh / P->H;            \
-                attn_mask mb = kn_cpu_attn_mask(mask, P->batch_dims, b, h);                                  \
-                attention_task_##SUF(P, q, k, v, &mb, b, h, qb * BLOCK_Q, S, acc, ml, ml + BLOCK_Q, out, lse); \
-            }                                                                                                \
-            free(S);                                                                                         \
-            free(acc);                                                                                       \
-            free(ml);                                                                                        \
-        }                                                                                                    \
-        return ok;                                                                                           \
+        const int64_t tasks = P->batches * P->H * ((P->Tq + BLOCK_Q - 1) / BLOCK_Q);                         \
+        attention_ctx c = {.P = P, .q = q, .k = k, .v = v, .mask = mask, .out = out, .lse = lse, .failed = 0}; \
+        kn_parallel_for(tasks, BLOCK_Q * (P->Tk + 1) * (P->D + P->Dv + 1) / 16, attention_chunk_##SUF, &c);  \
+        return !atomic_load(&c.failed);                                                                      \
     }
 ATTENTION(f32, float, cblas_sgemm)
 ATTENTION(f64, double, cblas_dgemm)
@@ -156,13 +169,9 @@ kn_status kn_cpu_attention_kernel(kn_node *n) {
     }
     if (st == KN_OK) {
         void *dst = kn_tensor_data(scratch[3] ? scratch[3] : out);
-        /* Each thread runs its own small products: BLAS must not start threads of its own. */
-        int blas_threads = openblas_get_num_threads();
-        openblas_set_num_threads(1);
         void *lse = kn_tensor_data(n->out[1]);
         bool ok = compute == KN_F64 ? attention_f64(&P, &ops[0], &ops[1], &ops[2], mask, dst, lse)
                                     : attention_f32(&P, &ops[0], &ops[1], &ops[2], mask, dst, lse);
-        openblas_set_num_threads(blas_threads);
         if (!ok) st = kn_error(KN_ERR_OOM, "scaled_dot_product_attention: out of memory for the block buffers");
         else if (scratch[3]) st = kn_cpu_copy_into(out, scratch[3]);
     }

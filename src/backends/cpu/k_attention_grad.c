@@ -8,11 +8,13 @@
  *     dQ_i += scale dS K_j    dK_j += scale dS^T Q_i
  * (five GEMMs; with dropout, P and dP are masked and scaled as the forward's P was). */
 #include <cblas.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/k_attention.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 enum { BLOCK_Q = 64, BLOCK_K = 128 };
 
@@ -24,6 +26,12 @@ typedef struct attn_grad_io {
     void *dq, *dk, *dv;       /* contiguous, compute dtype */
     void *dmask;              /* [batches, H, Tq, Tk] or NULL */
 } attn_grad_io;
+
+typedef struct attn_grad_ctx {
+    const attn_problem *P;
+    const attn_grad_io *io;
+    atomic_int failed; /* a chunk could not allocate its buffers */
+} attn_grad_ctx;
 
 #define ATTENTION_GRAD(SUF, T, GEMM)                                                                           \
     /* Query head h of batch b against keys [j0, j0 + bk): updates dq's rows and dk_j, dv_j. */                \
@@ -98,44 +106,47 @@ typedef struct attn_grad_io {
                  qp + i0 * io->q.ld, (int)io->q.ld, 1, dk, ldd);                                               \
         }                                                                                                      \
     }                                                                                                          \
-    static bool attention_grad_##SUF(const attn_problem *P, const attn_grad_io *io) {                          \
-        const int64_t tasks = P->batches * P->Hkv, group = P->H / P->Hkv;                                      \
-        int threads = kn_cpu_threads_for(tasks * group * P->Tq * (P->Tk + 1) * (P->D + P->Dv + 1) / 8);        \
-        if (threads > tasks) threads = (int)tasks;                                                             \
-        int ok = 1;                                                                                            \
-        _Pragma("omp parallel num_threads(threads) reduction(& : ok)") {                                       \
-            T *S = malloc(sizeof(T) * BLOCK_Q * BLOCK_K * (P->dropout ? 3 : 2));                               \
-            T *delta = malloc(sizeof(T) * (size_t)(P->Tq + 1));                                                \
-            uint8_t *keep = P->dropout ? malloc(BLOCK_Q * BLOCK_K) : NULL;                                     \
-            ok = S && delta && (keep || !P->dropout);                                                          \
-            _Pragma("omp for schedule(dynamic)")                                                               \
-            for (int64_t task = 0; task < tasks; task++) {                                                     \
-                if (!ok) continue;                                                                             \
-                const int64_t b = task / P->Hkv, hk = task % P->Hkv;                                           \
-                memset((T *)io->dk + (b * P->Hkv + hk) * P->Tk * P->D, 0, sizeof(T) * (size_t)(P->Tk * P->D)); \
-                memset((T *)io->dv + (b * P->Hkv + hk) * P->Tk * P->Dv, 0, sizeof(T) * (size_t)(P->Tk * P->Dv)); \
-                for (int64_t h = hk * group; h < (hk + 1) * group; h++) {                                      \
-                    memset((T *)io->dq + (b * P->H + h) * P->Tq * P->D, 0, sizeof(T) * (size_t)(P->Tq * P->D)); \
-                    const int bd = P->batch_dims;                                                              \
-                    const T *o = (const T *)io->o.base + kn_cpu_attn_batch_offset(io->o.t, bd, b) + h * io->o.head_stride; \
-                    const T *g = (const T *)io->go.base + kn_cpu_attn_batch_offset(io->go.t, bd, b) +          \
-                                 h * io->go.head_stride;                                                       \
-                    for (int64_t i = 0; i < P->Tq; i++) {                                                      \
-                        T acc = 0;                                                                             \
-                        for (int64_t d = 0; d < P->Dv; d++) acc += o[i * io->o.ld + d] * g[i * io->go.ld + d]; \
-                        delta[i] = acc;                                                                        \
-                    }                                                                                          \
-                    attn_mask mb = kn_cpu_attn_mask(io->mask, bd, b, h);                                       \
-                    for (int64_t j0 = 0; j0 < P->Tk; j0 += BLOCK_K)                                            \
-                        grad_block_##SUF(P, io, &mb, b, h, j0, delta, S, S + BLOCK_Q * BLOCK_K,                \
-                                         S + 2 * BLOCK_Q * BLOCK_K, keep);                                     \
+    /* Tasks [begin, end) (batch, key head), with the chunk's own block buffers. */                            \
+    static void attention_grad_chunk_##SUF(void *ctx, int64_t begin, int64_t end, int chunk) {                 \
+        attn_grad_ctx *c = ctx;                                                                                \
+        const attn_problem *P = c->P;                                                                          \
+        const attn_grad_io *io = c->io;                                                                        \
+        const int64_t group = P->H / P->Hkv;                                                                   \
+        T *S = malloc(sizeof(T) * BLOCK_Q * BLOCK_K * (P->dropout ? 3 : 2));                                   \
+        T *delta = malloc(sizeof(T) * (size_t)(P->Tq + 1));                                                    \
+        uint8_t *keep = P->dropout ? malloc(BLOCK_Q * BLOCK_K) : NULL;                                         \
+        const bool ok = S && delta && (keep || !P->dropout);                                                   \
+        for (int64_t task = begin; ok && task < end; task++) {                                                 \
+            const int64_t b = task / P->Hkv, hk = task % P->Hkv;                                               \
+            memset((T *)io->dk + (b * P->Hkv + hk) * P->Tk * P->D, 0, sizeof(T) * (size_t)(P->Tk * P->D));     \
+            memset((T *)io->dv + (b * P->Hkv + hk) * P->Tk * P->Dv, 0, sizeof(T) * (size_t)(P->Tk * P->Dv));   \
+            for (int64_t h = hk * group; h < (hk + 1) * group; h++) {                                          \
+                memset((T *)io->dq + (b * P->H + h) * P->Tq * P->D, 0, sizeof(T) * (size_t)(P->Tq * P->D));    \
+                const int bd = P->batch_dims;                                                                  \
+                const T *o = (const T *)io->o.base + kn_cpu_attn_batch_offset(io->o.t, bd, b) + h * io->o.head_stride; \
+                const T *g = (const T *)io->go.base + kn_cpu_attn_batch_offset(io->go.t, bd, b) +              \
+                             h * io->go.head_stride;                                                           \
+                for (int64_t i = 0; i < P->Tq; i++) {                                                          \
+                    T acc = 0;                                                                                 \
+                    for (int64_t d = 0; d < P->Dv; d++) acc += o[i * io->o.ld + d] * g[i * io->go.ld + d];     \
+                    delta[i] = acc;                                                                            \
                 }                                                                                              \
+                attn_mask mb = kn_cpu_attn_mask(io->mask, bd, b, h);                                           \
+                for (int64_t j0 = 0; j0 < P->Tk; j0 += BLOCK_K)                                                \
+                    grad_block_##SUF(P, io, &mb, b, h, j0, delta, S, S + BLOCK_Q * BLOCK_K,                    \
+                                     S + 2 * BLOCK_Q * BLOCK_K, keep);                                         \
             }                                                                                                  \
-            free(S);                                                                                           \
-            free(delta);                                                                                       \
-            free(keep);                                                                                        \
         }                                                                                                      \
-        return ok;                                                                                             \
+        if (!ok) atomic_store(&c->failed, 1);                                                                  \
+        free(S);                                                                                               \
+        free(delta);                                                                                           \
+        free(keep);                                                                                            \
+    }                                                                                                          \
+    static bool attention_grad_##SUF(const attn_problem *P, const attn_grad_io *io) {                          \
+        attn_grad_ctx c = {.P = P, .io = io, .failed = 0};                                                     \
+        kn_parallel_for(P->batches * P->Hkv, (P->H / P->Hkv) * P->Tq * (P->Tk + 1) * (P->D + P->Dv + 1) / 8,   \
+                        attention_grad_chunk_##SUF, &c);                                                       \
+        return !atomic_load(&c.failed);                                                                        \
     }
 ATTENTION_GRAD(f32, float, cblas_sgemm)
 ATTENTION_GRAD(f64, double, cblas_dgemm)
@@ -157,11 +168,7 @@ kn_status kn_cpu_attention_backward_kernel(kn_node *n) {
     for (int i = 0; i < 5 && st == KN_OK; i++) st = kn_cpu_attn_operand(n->in[i], compute, &scratch[i], ops[i]);
     if (st == KN_OK) st = kn_cpu_loss_contiguous(n->in[5], compute, op, &scratch[5], &io.lse);
     if (st == KN_OK) {
-        /* Each thread runs its own small products: BLAS must not start threads of its own. */
-        int blas_threads = openblas_get_num_threads();
-        openblas_set_num_threads(1);
         bool ok = compute == KN_F64 ? attention_grad_f64(&P, &io) : attention_grad_f32(&P, &io);
-        openblas_set_num_threads(blas_threads);
         if (!ok) st = kn_error(KN_ERR_OOM, "%s: out of memory for the block buffers", op);
     }
     for (int i = 0; i < 6; i++) kn_tensor_decref(scratch[i]);

@@ -3,10 +3,12 @@
  * tensor), fused pointwise losses whose sums are blocked so they do not depend on threads,
  * and Philox dropout. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/k_loss.h"
 #include "backends/cpu/reduce_plan.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 kn_status kn_cpu_loss_contiguous(kn_tensor *t, kn_dtype dtype, const char *op, kn_tensor **scratch, const void **data) {
     *scratch = NULL;
@@ -40,22 +42,19 @@ typedef struct class_loss_args {
     double weight_sum;        /* of weight, or C */
     double eps;               /* label smoothing */
     double *loss, *denom;     /* per position: the loss and its share of the mean's divisor */
-    int64_t bad_pos, bad_target;
+    const void *scores;       /* [P, C] */
+    void (*rows)(struct class_loss_args *a, int64_t b, int64_t e);
+    atomic_llong bad_pos;     /* the first target out of range, or -1 */
 } class_loss_args;
-
-static void note_bad_target(class_loss_args *a, int64_t p, int64_t t) {
-#pragma omp critical(kn_class_loss_bad)
-    if (a->bad_pos < 0 || p < a->bad_pos) a->bad_pos = p, a->bad_target = t;
-}
 
 /* Rows [b, e) of the [P, C] scores. Per row: the max, then sum(exp(x - max)) in double,
  * then the target's score (and, with label smoothing, the weighted sum of all scores). */
 #define CLASS_ROWS(unused, SUF, DT, ST, CT, LOAD, STORE)                                               \
-    static void class_rows_##SUF(class_loss_args *a, const void *data, int64_t b, int64_t e) {          \
+    static void class_rows_##SUF(class_loss_args *a, int64_t b, int64_t e) {                           \
         const int64_t C = a->C;                                                                        \
         const double eps = a->eps, *w = a->weight;                                                     \
         for (int64_t p = b; p < e; p++) {                                                              \
-            const ST *restrict x = (const ST *)data + p * C;                                          \
+            const ST *restrict x = (const ST *)a->scores + p * C;                                      \
             double lse = 0;                                                                            \
             if (!a->log_probs) {                                                                       \
                 CT mx;                                                                                 \
@@ -77,7 +76,7 @@ static void note_bad_target(class_loss_args *a, int64_t p, int64_t t) {
             a->loss[p] = 0, a->denom[p] = 0;                                                           \
             if (t == a->ignore_index) continue;                                                        \
             if (t < 0 || t >= C) {                                                                     \
-                note_bad_target(a, p, t);                                                              \
+                kn_note_first_bad(&a->bad_pos, p);                                                     \
                 continue;                                                                              \
             }                                                                                          \
             double wt = w ? w[t] : 1.0;                                                                \
@@ -92,7 +91,11 @@ static void note_bad_target(class_loss_args *a, int64_t p, int64_t t) {
     }
 KN_DTYPES_FLOAT(CLASS_ROWS, ~)
 
-typedef void (*class_rows_fn)(class_loss_args *, const void *, int64_t, int64_t);
+/* Rows [begin, end) of the scores (ctx: the class_loss_args). */
+static void class_loss_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    class_loss_args *a = ctx;
+    a->rows(a, begin, end);
+}
 
 static kn_status class_loss_kernel(kn_node *n) {
     kn_tensor *x = n->in[0], *out = n->out[0];
@@ -101,7 +104,7 @@ static kn_status class_loss_kernel(kn_node *n) {
     bool probs = at->probs;
     kn_tensor *weight = KN_INPUT(n, cross_entropy, weight);
     kn_reduction reduction = (kn_reduction)at->reduction;
-    class_rows_fn rows;
+    void (*rows)(class_loss_args *, int64_t, int64_t);
     switch (x->dtype) {
 #define CLASS_ROWS_CASE(unused, SUF, DT, ...) \
     case DT: rows = class_rows_##SUF; break;
@@ -112,7 +115,7 @@ static kn_status class_loss_kernel(kn_node *n) {
     int64_t C = x->shape[x->ndim - 1], P = 1;
     for (int d = 0; d < x->ndim - 1; d++) P *= x->shape[d];
     class_loss_args a = {.C = C, .ignore_index = at->ignore_index, .log_probs = n->op == KN_OP_nll_loss,
-                         .probs = probs, .eps = at->label_smoothing, .bad_pos = -1};
+                         .probs = probs, .eps = at->label_smoothing, .rows = rows, .bad_pos = -1};
     kn_tensor *sx = NULL, *st_ = NULL, *sw = NULL;
     const void *xdata = NULL, *tdata = NULL, *wdata = NULL;
     double *per = malloc(sizeof(double) * (size_t)(2 * P + 1));
@@ -122,16 +125,17 @@ static kn_status class_loss_kernel(kn_node *n) {
     if (st == KN_OK && weight) st = kn_cpu_loss_contiguous(weight, KN_F64, op, &sw, &wdata);
     if (st == KN_OK) {
         a.loss = per, a.denom = per + P;
-        a.target = tdata, a.tprobs = tdata, a.weight = wdata;
+        a.scores = xdata, a.target = tdata, a.tprobs = tdata, a.weight = wdata;
         a.weight_sum = (double)C;
         if (a.weight) {
             a.weight_sum = 0;
             for (int64_t c = 0; c < C; c++) a.weight_sum += a.weight[c];
         }
-        KN_PARALLEL_RANGE(P, C > 0 ? C : 1, b, e, { rows(&a, xdata, b, e); });
-        if (a.bad_pos >= 0)
+        kn_parallel_for(P, C, class_loss_chunk, &a);
+        long long bad = atomic_load(&a.bad_pos);
+        if (bad >= 0)
             st = kn_error(KN_ERR_INDEX, "%s: target %lld at position %lld is out of range for %lld classes", op,
-                          (long long)a.bad_target, (long long)a.bad_pos, (long long)C);
+                          (long long)a.target[bad], bad, (long long)C);
     }
     if (st == KN_OK) {
         if (reduction == KN_REDUCTION_NONE) {
@@ -213,6 +217,31 @@ static const pointwise_fn pointwise_fns[KN_OP_COUNT][4] = {POINTWISE_LOSSES(POIN
 
 enum { POINTWISE_BLOCK_ELEMS = 16384 };
 
+typedef struct pointwise_ctx {
+    pointwise_fn fn;
+    const void *in[4]; /* by slot: x, y, weight, pos_weight */
+    char *out;         /* the losses, or NULL when reduced */
+    int64_t count;
+    size_t esize;
+    double beta;
+    double *partial;   /* per block */
+    atomic_int bad;
+} pointwise_ctx;
+
+/* Blocks [begin, end) of POINTWISE_BLOCK_ELEMS elements. */
+static void pointwise_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    pointwise_ctx *c = ctx;
+    int bad = 0;
+    for (int64_t b = begin; b < end; b++) {
+        int64_t first = b * POINTWISE_BLOCK_ELEMS;
+        int64_t len = c->count - first < POINTWISE_BLOCK_ELEMS ? c->count - first : POINTWISE_BLOCK_ELEMS;
+        const void *in[4];
+        for (int i = 0; i < 4; i++) in[i] = c->in[i] ? (const char *)c->in[i] + (size_t)first * c->esize : NULL;
+        c->partial[b] = c->fn(in, c->out ? c->out + (size_t)first * c->esize : NULL, len, c->beta, &bad);
+    }
+    if (bad) atomic_store(&c->bad, 1);
+}
+
 static kn_status pointwise_kernel(kn_node *n) {
     kn_tensor *out = n->out[0];
     kn_dtype dt = n->in[0]->dtype;
@@ -231,19 +260,12 @@ static kn_status pointwise_kernel(kn_node *n) {
     double *partial = st == KN_OK ? malloc(sizeof(double) * (size_t)(blocks + 1)) : NULL;
     if (st == KN_OK && !partial) st = kn_error(KN_ERR_OOM, "%s: out of memory", op);
     if (st == KN_OK) {
-        size_t esize = kn_dtype_size(dt);
-        char *outp = reduction == KN_REDUCTION_NONE ? kn_tensor_data(out) : NULL;
         double beta = n->op == KN_OP_smooth_l1_loss ? KN_ATTRS(n, smooth_l1_loss)->beta : 0;
-        int bad = 0;
-#pragma omp parallel for num_threads(kn_cpu_threads_for(count * 4)) schedule(static) reduction(| : bad)
-        for (int64_t b = 0; b < blocks; b++) {
-            int64_t first = b * POINTWISE_BLOCK_ELEMS;
-            int64_t len = count - first < POINTWISE_BLOCK_ELEMS ? count - first : POINTWISE_BLOCK_ELEMS;
-            const void *in[4];
-            for (int i = 0; i < 4; i++) in[i] = data[i] ? (const char *)data[i] + (size_t)first * esize : NULL;
-            partial[b] = fn(in, outp ? outp + (size_t)first * esize : NULL, len, beta, &bad);
-        }
-        if (bad) st = kn_error(KN_ERR_ARG, "%s: every input probability must lie in [0, 1]", op);
+        pointwise_ctx c = {.fn = fn, .count = count, .esize = kn_dtype_size(dt), .beta = beta, .partial = partial,
+                           .out = reduction == KN_REDUCTION_NONE ? kn_tensor_data(out) : NULL, .bad = 0};
+        memcpy(c.in, data, sizeof data);
+        kn_parallel_for(blocks, POINTWISE_BLOCK_ELEMS * 4, pointwise_chunk, &c);
+        if (atomic_load(&c.bad)) st = kn_error(KN_ERR_ARG, "%s: every input probability must lie in [0, 1]", op);
         if (st == KN_OK && reduction != KN_REDUCTION_NONE) {
             double total = 0;
             for (int64_t b = 0; b < blocks; b++) total += partial[b];
@@ -257,19 +279,26 @@ static kn_status pointwise_kernel(kn_node *n) {
 
 /* ---- dropout ------------------------------------------------------------------------------ */
 
+typedef struct dropout_ctx {
+    const void *x;
+    void *out;
+    int64_t count;
+    uint64_t seed, offset, threshold;
+    double scale;
+} dropout_ctx;
+
+/* Groups [begin, end) of four elements, one Philox draw each. */
 #define DROPOUT(unused, SUF, DT, ST, CT, LOAD, STORE)                                                    \
-    static void dropout_##SUF(const void *xv, void *ov, int64_t count, uint64_t seed, uint64_t offset,   \
-                              uint64_t threshold, double scale_) {                                        \
-        const ST *restrict x = xv;                                                                       \
-        ST *restrict o = ov;                                                                             \
-        const CT scale = (CT)scale_;                                                                     \
-        int64_t groups = (count + 3) / 4;                                                                \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(count * 8)) schedule(static)")          \
-        for (int64_t g = 0; g < groups; g++) {                                                           \
-            kn_philox4 r = kn_philox(seed, offset + (uint64_t)g);                                        \
-            int64_t end = 4 * g + 4 < count ? 4 * g + 4 : count;                                         \
-            for (int64_t i = 4 * g; i < end; i++)                                                        \
-                o[i] = r.v[i - 4 * g] >= threshold ? STORE(LOAD(x[i]) * scale) : STORE((CT)0);           \
+    static void dropout_chunk_##SUF(void *ctx, int64_t begin, int64_t end, int chunk) {                  \
+        const dropout_ctx *c = ctx;                                                                      \
+        const ST *restrict x = c->x;                                                                     \
+        ST *restrict o = c->out;                                                                         \
+        const CT scale = (CT)c->scale;                                                                   \
+        for (int64_t g = begin; g < end; g++) {                                                          \
+            kn_philox4 r = kn_philox(c->seed, c->offset + (uint64_t)g);                                  \
+            int64_t last = 4 * g + 4 < c->count ? 4 * g + 4 : c->count;                                  \
+            for (int64_t i = 4 * g; i < last; i++)                                                       \
+                o[i] = r.v[i - 4 * g] >= c->threshold ? STORE(LOAD(x[i]) * scale) : STORE((CT)0);        \
         }                                                                                                \
     }
 KN_DTYPES_FLOAT(DROPOUT, ~)
@@ -281,13 +310,11 @@ static kn_status dropout_kernel(kn_node *n) {
     const void *data = NULL;
     kn_status st = kn_cpu_loss_contiguous(x, x->dtype, "dropout", &scratch, &data);
     if (st != KN_OK) return st;
-    int64_t count = kn_numel(x);
-    uint64_t threshold = kn_dropout_threshold(p);
-    double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
-    void *o = kn_tensor_data(out);
+    dropout_ctx c = {.x = data, .out = kn_tensor_data(out), .count = kn_numel(x), .seed = n->rng_seed,
+                     .offset = n->rng_offset, .threshold = kn_dropout_threshold(p), .scale = p < 1 ? 1.0 / (1.0 - p) : 0.0};
     switch (x->dtype) {
 #define DROPOUT_CASE(unused, SUF, DT, ...) \
-    case DT: dropout_##SUF(data, o, count, n->rng_seed, n->rng_offset, threshold, scale); break;
+    case DT: kn_parallel_for((c.count + 3) / 4, 32, dropout_chunk_##SUF, &c); break;
         KN_DTYPES_FLOAT(DROPOUT_CASE, ~)
 #undef DROPOUT_CASE
     default: st = kn_error(KN_ERR_INTERNAL, "dropout: no loop for %s", kn_dtype_name(x->dtype));

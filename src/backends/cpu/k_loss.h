@@ -3,6 +3,8 @@
 #ifndef KILN_BACKENDS_CPU_K_LOSS_H
 #define KILN_BACKENDS_CPU_K_LOSS_H
 
+#include <stdatomic.h>
+
 #include "backends/cpu/cpu_kernels.h"
 #include "core/philox.h"
 #include "kiln/op_enums.h"
@@ -16,29 +18,13 @@ static inline bool kn_dropout_keep(uint64_t seed, uint64_t offset, uint64_t e, u
     return kn_philox(seed, offset + e / 4).v[e % 4] >= threshold;
 }
 
-/* The max of x[0..C) (elements of storage type loaded by LOAD into compute type CT) and the
- * sum of exp(x - max) in double, into mx and sum. Sixteen independent lanes let the compiler
- * vectorize both sweeps without reassociating one sum (kiln builds without -ffast-math). */
-#define KN_ROW_MAX_SUMEXP(CT, LOAD, x, C, mx, sum)                                          \
-    do {                                                                                    \
-        const int64_t full_ = (C) / 16 * 16;                                                \
-        CT top_[16];                                                                        \
-        double acc_[16];                                                                    \
-        for (int k_ = 0; k_ < 16; k_++) top_[k_] = (CT)-INFINITY, acc_[k_] = 0;             \
-        for (int64_t c_ = 0; c_ < full_; c_ += 16)                                          \
-            for (int k_ = 0; k_ < 16; k_++) {                                               \
-                CT v_ = LOAD((x)[c_ + k_]);                                                 \
-                top_[k_] = v_ > top_[k_] ? v_ : top_[k_];                                   \
-            }                                                                               \
-        (mx) = (CT)-INFINITY;                                                               \
-        for (int64_t c_ = full_; c_ < (C); c_++) (mx) = LOAD((x)[c_]) > (mx) ? LOAD((x)[c_]) : (mx); \
-        for (int k_ = 0; k_ < 16; k_++) (mx) = top_[k_] > (mx) ? top_[k_] : (mx);          \
-        for (int64_t c_ = 0; c_ < full_; c_ += 16)                                          \
-            for (int k_ = 0; k_ < 16; k_++) acc_[k_] += (double)kn_exp((CT)(LOAD((x)[c_ + k_]) - (mx))); \
-        (sum) = 0;                                                                          \
-        for (int64_t c_ = full_; c_ < (C); c_++) (sum) += (double)kn_exp((CT)(LOAD((x)[c_]) - (mx))); \
-        for (int k_ = 0; k_ < 16; k_++) (sum) += acc_[k_];                                  \
-    } while (0)
+/* Records p as the first bad position (*first: -1 for none) unless an earlier one is there:
+ * chunks of rows call it from any thread, and the kernel raises the error after the loop. */
+static inline void kn_note_first_bad(atomic_llong *first, int64_t p) {
+    long long seen = atomic_load_explicit(first, memory_order_relaxed);
+    while ((seen < 0 || p < seen) && !atomic_compare_exchange_weak(first, &seen, (long long)p)) {
+    }
+}
 
 /* t's data as a contiguous array of dtype: t's own, or a copy in *scratch (freed by the caller). */
 kn_status kn_cpu_loss_contiguous(kn_tensor *t, kn_dtype dtype, const char *op, kn_tensor **scratch, const void **data);

@@ -7,6 +7,7 @@
 #include "backends/cpu/k_loss.h"
 #include "backends/cpu/reduce_plan.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 typedef struct ce_grad_args {
     int64_t C, ignore_index;
@@ -20,31 +21,29 @@ typedef struct ce_grad_args {
     const double *g;          /* the loss gradient: g[p] (per_row) or g[0] */
     bool per_row;
     double scale;             /* 1, or 1 / the mean's divisor */
-    int64_t bad_pos, bad_target;
+    const void *scores;       /* [P, C] */
+    void *out;                /* [P, C], the scores' dtype */
+    void (*rows)(struct ce_grad_args *a, int64_t b, int64_t e);
+    atomic_llong bad_pos;     /* the first target out of range, or -1 */
 } ce_grad_args;
-
-static void note_bad_target(ce_grad_args *a, int64_t p, int64_t t) {
-#pragma omp critical(kn_ce_grad_bad)
-    if (a->bad_pos < 0 || p < a->bad_pos) a->bad_pos = p, a->bad_target = t;
-}
 
 /* Row p's gradient: with e = softmax(x), index targets give
  *     s * ((1 - eps) w_t + eps W / C) e_c - s * (eps / C) w_c - s (1 - eps) w_t [c = t]
  * and probability targets t' = (1 - eps) t + eps / C give s * (sum_k w_k t'_k) e_c - s w_c t'_c. */
 #define CE_GRAD_ROWS(unused, SUF, DT, ST, CT, LOAD, STORE)                                                     \
-    static void ce_grad_rows_##SUF(ce_grad_args *a, const void *data, void *outp, int64_t b, int64_t e) {      \
+    static void ce_grad_rows_##SUF(ce_grad_args *a, int64_t b, int64_t e) {                                    \
         const int64_t C = a->C;                                                                                \
         const double eps = a->eps, *w = a->weight;                                                             \
         for (int64_t p = b; p < e; p++) {                                                                      \
-            const ST *restrict x = (const ST *)data + p * C;                                                   \
-            ST *restrict o = (ST *)outp + p * C;                                                               \
+            const ST *restrict x = (const ST *)a->scores + p * C;                                              \
+            ST *restrict o = (ST *)a->out + p * C;                                                             \
             const double s = (a->per_row ? a->g[p] : a->g[0]) * a->scale;                                      \
             int64_t t = -1;                                                                                    \
             double soft = 0; /* the coefficient of e_c */                                                      \
             if (!a->probs) {                                                                                   \
                 t = a->target[p];                                                                              \
                 bool ignored = t == a->ignore_index;                                                           \
-                if (!ignored && (t < 0 || t >= C)) note_bad_target(a, p, t), ignored = true;                   \
+                if (!ignored && (t < 0 || t >= C)) kn_note_first_bad(&a->bad_pos, p), ignored = true;          \
                 if (ignored) {                                                                                 \
                     for (int64_t c = 0; c < C; c++) o[c] = STORE((CT)0);                                       \
                     continue;                                                                                  \
@@ -84,7 +83,11 @@ static void note_bad_target(ce_grad_args *a, int64_t p, int64_t t) {
     }
 KN_DTYPES_FLOAT(CE_GRAD_ROWS, ~)
 
-typedef void (*ce_grad_rows_fn)(ce_grad_args *, const void *, void *, int64_t, int64_t);
+/* Rows [begin, end) (ctx: the ce_grad_args). */
+static void ce_grad_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    ce_grad_args *a = ctx;
+    a->rows(a, begin, end);
+}
 
 kn_status kn_cpu_cross_entropy_backward_kernel(kn_node *n) {
     const char *op = "cross_entropy_backward";
@@ -93,7 +96,7 @@ kn_status kn_cpu_cross_entropy_backward_kernel(kn_node *n) {
     bool probs = at->probs;
     kn_tensor *weight = KN_INPUT(n, cross_entropy_backward, weight);
     kn_reduction reduction = (kn_reduction)at->reduction;
-    ce_grad_rows_fn rows;
+    void (*rows)(ce_grad_args *, int64_t, int64_t);
     switch (x->dtype) {
 #define CE_GRAD_CASE(unused, SUF, DT, ...)                                                                     \
     case DT: rows = ce_grad_rows_##SUF; break;
@@ -105,7 +108,7 @@ kn_status kn_cpu_cross_entropy_backward_kernel(kn_node *n) {
     for (int d = 0; d < x->ndim - 1; d++) P *= x->shape[d];
     if (P * C == 0) return KN_OK;
     ce_grad_args a = {.C = C, .ignore_index = at->ignore_index, .log_probs = at->nll, .probs = probs,
-                      .eps = at->label_smoothing, .per_row = reduction == KN_REDUCTION_NONE, .scale = 1, .bad_pos = -1};
+                      .eps = at->label_smoothing, .per_row = reduction == KN_REDUCTION_NONE, .scale = 1, .rows = rows, .bad_pos = -1};
     kn_tensor *scratch[4] = {0};
     const void *data[4] = {0};
     kn_status st = a.log_probs ? KN_OK : kn_cpu_loss_contiguous(x, x->dtype, op, &scratch[0], &data[0]);
@@ -113,6 +116,7 @@ kn_status kn_cpu_cross_entropy_backward_kernel(kn_node *n) {
     if (st == KN_OK) st = kn_cpu_loss_contiguous(n->in[2], KN_F64, op, &scratch[2], &data[2]);
     if (st == KN_OK && weight) st = kn_cpu_loss_contiguous(weight, KN_F64, op, &scratch[3], &data[3]);
     if (st == KN_OK) {
+        a.scores = data[0], a.out = kn_tensor_data(out);
         a.target = data[1], a.tprobs = data[1], a.g = data[2], a.weight = data[3];
         a.weight_sum = (double)C;
         if (a.weight) {
@@ -127,10 +131,11 @@ kn_status kn_cpu_cross_entropy_backward_kernel(kn_node *n) {
             }
             a.scale = 1 / denom;
         }
-        KN_PARALLEL_RANGE(P, 3 * C, b, e, { rows(&a, data[0], kn_tensor_data(out), b, e); });
-        if (a.bad_pos >= 0)
+        kn_parallel_for(P, 3 * C, ce_grad_chunk, &a);
+        long long bad = atomic_load(&a.bad_pos);
+        if (bad >= 0)
             st = kn_error(KN_ERR_INDEX, "%s: target %lld at position %lld is out of range for %lld classes", op,
-                          (long long)a.bad_target, (long long)a.bad_pos, (long long)C);
+                          (long long)a.target[bad], bad, (long long)C);
     }
     for (int i = 0; i < 4; i++) kn_tensor_decref(scratch[i]);
     return st;

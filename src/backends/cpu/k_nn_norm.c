@@ -5,34 +5,53 @@
 #include <stdlib.h>
 
 #include "backends/cpu/k_nn.h"
+#include "backends/cpu/reduce_plan.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 #define NORM_HELPERS(T)                                                                         \
-    /* Adds the sums of (x - shift) and its square over n contiguous elements. */               \
+    /* Adds the sums of (x - shift) and its square over n contiguous elements, each in lanes    \
+     * (as KN_LANE_SUM) so that one pass vectorizes. */                                         \
     static void add_stats_##T(const T *restrict x, int64_t n, double shift, double *s, double *ss) { \
-        double a = 0, b = 0;                                                                    \
-        _Pragma("omp simd reduction(+ : a, b)") for (int64_t i = 0; i < n; i++) {               \
+        const int64_t full = n / KN_LANES * KN_LANES;                                           \
+        double la[KN_LANES] = {0}, lb[KN_LANES] = {0}, a = 0, b = 0;                            \
+        for (int64_t i = 0; i < full; i += KN_LANES)                                            \
+            for (int k = 0; k < KN_LANES; k++) {                                                \
+                double v = (double)x[i + k] - shift;                                            \
+                la[k] += v;                                                                     \
+                lb[k] += v * v;                                                                 \
+            }                                                                                   \
+        for (int64_t i = full; i < n; i++) {                                                    \
             double v = (double)x[i] - shift;                                                    \
             a += v;                                                                             \
             b += v * v;                                                                         \
         }                                                                                       \
+        for (int k = 0; k < KN_LANES; k++) a += la[k], b += lb[k];                              \
         *s += a, *ss += b;                                                                      \
     }                                                                                           \
     static void scale_shift_##T(const T *restrict x, T *restrict y, int64_t n, T scale, T shift) { \
-        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale + shift;        \
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale + shift;                            \
     }                                                                                           \
     /* Rows of layer_norm (rms: no centering, no bias). w, b: inner values of T. */             \
-    static void norm_rows_##T(const T *x, T *y, int64_t rows, int64_t inner, const T *restrict w, \
-                              const T *restrict b, double eps, bool rms) {                      \
-        _Pragma("omp parallel for num_threads(kn_cpu_threads_for(rows * inner)) schedule(static)") \
-        for (int64_t r = 0; r < rows; r++) {                                                    \
-            const T *restrict xr = x + r * inner;                                               \
-            T *restrict yr = y + r * inner;                                                     \
-            double shift = rms ? 0 : (double)xr[0], s = 0, ss = 0;                              \
+    typedef struct norm_rows_ctx_##T {                                                          \
+        const T *x, *w, *b;                                                                     \
+        T *y;                                                                                   \
+        int64_t inner;                                                                          \
+        double eps;                                                                             \
+        bool rms;                                                                               \
+    } norm_rows_ctx_##T;                                                                        \
+    static void norm_rows_chunk_##T(void *ctx, int64_t begin, int64_t end, int chunk) {         \
+        const norm_rows_ctx_##T *c = ctx;                                                       \
+        const int64_t inner = c->inner;                                                         \
+        const T *restrict w = c->w, *restrict b = c->b;                                         \
+        for (int64_t r = begin; r < end; r++) {                                                 \
+            const T *restrict xr = c->x + r * inner;                                            \
+            T *restrict yr = c->y + r * inner;                                                  \
+            double shift = c->rms ? 0 : (double)xr[0], s = 0, ss = 0;                           \
             add_stats_##T(xr, inner, shift, &s, &ss);                                           \
-            double m = s / (double)inner, var = ss / (double)inner - (rms ? 0 : m * m);         \
-            T mean = (T)(rms ? 0 : shift + m), rstd = (T)(1.0 / sqrt((var > 0 ? var : 0) + eps)); \
-            _Pragma("omp simd") for (int64_t i = 0; i < inner; i++) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i]; \
+            double m = s / (double)inner, var = ss / (double)inner - (c->rms ? 0 : m * m);      \
+            T mean = (T)(c->rms ? 0 : shift + m), rstd = (T)(1.0 / sqrt((var > 0 ? var : 0) + c->eps)); \
+            for (int64_t i = 0; i < inner; i++) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];    \
         }                                                                                       \
     }
 NORM_HELPERS(float)
@@ -56,11 +75,14 @@ static kn_status trailing_norm(kn_node *n, bool rms) {
     void *b = narrow_vector(kn_nn_read_vector(rms ? NULL : KN_INPUT(n, layer_norm, bias), inner, 0), inner, ct);
     kn_tensor *x = kn_nn_work(n->in[0], ct), *y = kn_nn_work_out(out, ct);
     kn_status st = w && b && x && y ? KN_OK : kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name(n->op));
-    if (st == KN_OK && rows) {
-        if (ct == KN_F64)
-            norm_rows_double(kn_tensor_data(x), kn_tensor_data(y), rows, inner, w, b, a->eps, rms);
-        else
-            norm_rows_float(kn_tensor_data(x), kn_tensor_data(y), rows, inner, w, b, a->eps, rms);
+    if (st == KN_OK && ct == KN_F64) {
+        norm_rows_ctx_double c = {.x = kn_tensor_data(x), .y = kn_tensor_data(y), .w = w, .b = b, .inner = inner,
+                              .eps = a->eps, .rms = rms};
+        kn_parallel_for(rows, inner, norm_rows_chunk_double, &c);
+    } else if (st == KN_OK) {
+        norm_rows_ctx_float c = {.x = kn_tensor_data(x), .y = kn_tensor_data(y), .w = w, .b = b, .inner = inner,
+                             .eps = a->eps, .rms = rms};
+        kn_parallel_for(rows, inner, norm_rows_chunk_float, &c);
     }
     free(w);
     free(b);
@@ -74,33 +96,57 @@ kn_status kn_nn_rms_norm_kernel(kn_node *n) { return trailing_norm(n, true); }
 /* The norms' backward over rows: with xhat = (x - mean) * rstd (recomputed as the forward
  * does) and gw = gy * w, dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) (rms_norm: no
  * centering, no mean(gw) term). dweight = sum(gy * xhat) and dbias = sum(gy) over rows
- * accumulate in per-thread partials (`part`: threads x 2 x inner), summed at the end. */
+ * accumulate in per-chunk partials (`part`: chunks x 2 x inner), summed in chunk order. */
 #define NORM_BACKWARD(T)                                                                         \
-    static void norm_backward_##T(const T *gy, const T *x, T *dx, T *dw, T *db, int64_t rows, int64_t inner, \
-                                  const T *restrict w, double eps, bool rms, T *part, int threads) { \
-        _Pragma("omp parallel for num_threads(threads) schedule(static)")                       \
-        for (int64_t r = 0; r < rows; r++) {                                                    \
-            T *restrict pw = part + (int64_t)omp_get_thread_num() * 2 * inner, *restrict pb = pw + inner; \
-            const T *restrict xr = x + r * inner, *restrict gr = gy + r * inner;                \
-            T *restrict dr = dx + r * inner;                                                    \
+    typedef struct norm_backward_ctx_##T {                                                      \
+        const T *gy, *x, *w;                                                                    \
+        T *dx, *part;                                                                           \
+        int64_t inner;                                                                          \
+        double eps;                                                                             \
+        bool rms;                                                                               \
+    } norm_backward_ctx_##T;                                                                    \
+    static void norm_backward_chunk_##T(void *ctx, int64_t begin, int64_t end, int chunk) {     \
+        const norm_backward_ctx_##T *c = ctx;                                                   \
+        const int64_t inner = c->inner, full = inner / KN_LANES * KN_LANES;                     \
+        const bool rms = c->rms;                                                                \
+        const T *restrict w = c->w;                                                             \
+        T *restrict pw = c->part + (int64_t)chunk * 2 * inner, *restrict pb = pw + inner;       \
+        for (int64_t r = begin; r < end; r++) {                                                 \
+            const T *restrict xr = c->x + r * inner, *restrict gr = c->gy + r * inner;          \
+            T *restrict dr = c->dx + r * inner;                                                 \
             double shift = rms ? 0 : (double)xr[0], s = 0, ss = 0;                              \
             add_stats_##T(xr, inner, shift, &s, &ss);                                           \
             double m = s / (double)inner, var = ss / (double)inner - (rms ? 0 : m * m);         \
-            T mean = (T)(rms ? 0 : shift + m), rstd = (T)(1.0 / sqrt((var > 0 ? var : 0) + eps)); \
-            T a = 0, b = 0;                                                                     \
-            _Pragma("omp simd reduction(+ : a, b)") for (int64_t i = 0; i < inner; i++) {       \
+            T mean = (T)(rms ? 0 : shift + m), rstd = (T)(1.0 / sqrt((var > 0 ? var : 0) + c->eps)); \
+            /* sums of gw and gw * xhat in lanes, as add_stats */                               \
+            T la[KN_LANES] = {0}, lb[KN_LANES] = {0}, a = 0, b = 0;                             \
+            for (int64_t i0 = 0; i0 < full; i0 += KN_LANES)                                     \
+                for (int k = 0; k < KN_LANES; k++) {                                            \
+                    const int64_t i = i0 + k;                                                   \
+                    T xh = (xr[i] - mean) * rstd, g = gr[i], gw = g * w[i];                     \
+                    la[k] += gw, lb[k] += gw * xh;                                              \
+                    pw[i] += g * xh, pb[i] += g;                                                \
+                }                                                                               \
+            for (int64_t i = full; i < inner; i++) {                                            \
                 T xh = (xr[i] - mean) * rstd, g = gr[i], gw = g * w[i];                         \
                 a += gw, b += gw * xh;                                                          \
                 pw[i] += g * xh, pb[i] += g;                                                    \
             }                                                                                   \
+            for (int k = 0; k < KN_LANES; k++) a += la[k], b += lb[k];                          \
             T ca = rms ? 0 : a / (T)inner, cb = b / (T)inner;                                   \
-            _Pragma("omp simd") for (int64_t i = 0; i < inner; i++)                             \
+            for (int64_t i = 0; i < inner; i++)                                                 \
                 dr[i] = rstd * (gr[i] * w[i] - ca - (xr[i] - mean) * rstd * cb);                \
         }                                                                                       \
-        /* a few vectors: summed here rather than behind another barrier */                     \
+    }                                                                                           \
+    static void norm_backward_##T(const T *gy, const T *x, T *dx, T *dw, T *db, int64_t rows, int64_t inner, \
+                                  const T *w, double eps, bool rms, T *part, int chunks) {      \
+        norm_backward_ctx_##T c = {.gy = gy, .x = x, .w = w, .dx = dx, .part = part, .inner = inner, .eps = eps, \
+                               .rms = rms};                                                     \
+        kn_parallel_run(rows, chunks, norm_backward_chunk_##T, &c);                             \
+        /* a few vectors: summed here rather than in another loop */                            \
         for (int64_t i = 0; i < inner; i++) {                                                   \
             double sw = 0, sb = 0;                                                              \
-            for (int t = 0; t < threads; t++) sw += part[t * 2 * inner + i], sb += part[(t * 2 + 1) * inner + i]; \
+            for (int t = 0; t < chunks; t++) sw += part[t * 2 * inner + i], sb += part[(t * 2 + 1) * inner + i]; \
             dw[i] = (T)sw, db[i] = (T)sb;                                                       \
         }                                                                                       \
     }
@@ -115,10 +161,9 @@ static kn_status norm_backward(kn_node *n, bool rms) {
     int64_t inner = a->inner, rows = kn_numel(dx_out) / inner;
     kn_dtype ct = kn_nn_compute_dtype(dx_out->dtype);
     size_t es = kn_dtype_size(ct);
-    int threads = kn_cpu_threads_for(rows * inner * 4);
-    if (threads > rows) threads = rows > 0 ? (int)rows : 1;
+    int chunks = kn_parallel_chunks(rows, inner * 4);
     void *w = narrow_vector(kn_nn_read_vector(KN_INPUT(n, layer_norm_backward, weight), inner, 1), inner, ct);
-    void *part = calloc((size_t)(threads * 2 * inner), es), *db = malloc((size_t)inner * es);
+    void *part = calloc((size_t)(chunks * 2 * inner), es), *db = malloc((size_t)inner * es);
     kn_tensor *gy = kn_nn_work(n->in[0], ct), *x = kn_nn_work(n->in[1], ct);
     kn_tensor *dx = kn_nn_work_out(dx_out, ct), *dw = kn_nn_work_out(n->out[1], ct);
     kn_tensor *dbt = rms ? NULL : kn_nn_work_out(n->out[2], ct);
@@ -128,10 +173,10 @@ static kn_status norm_backward(kn_node *n, bool rms) {
     void *dbp = dbt ? kn_tensor_data(dbt) : db;
     if (st == KN_OK && ct == KN_F64)
         norm_backward_double(kn_tensor_data(gy), kn_tensor_data(x), kn_tensor_data(dx), kn_tensor_data(dw), dbp, rows,
-                             inner, w, a->eps, rms, part, threads);
+                             inner, w, a->eps, rms, part, chunks);
     else if (st == KN_OK)
         norm_backward_float(kn_tensor_data(gy), kn_tensor_data(x), kn_tensor_data(dx), kn_tensor_data(dw), dbp, rows,
-                            inner, w, a->eps, rms, part, threads);
+                            inner, w, a->eps, rms, part, chunks);
     free(w), free(part), free(db);
     if (gy) kn_tensor_decref(gy);
     if (x) kn_tensor_decref(x);
@@ -143,16 +188,19 @@ static kn_status norm_backward(kn_node *n, bool rms) {
 kn_status kn_nn_layer_norm_backward_kernel(kn_node *n) { return norm_backward(n, false); }
 kn_status kn_nn_rms_norm_backward_kernel(kn_node *n) { return norm_backward(n, true); }
 
-/* Per-channel affine y = x * scale[c] + shift[c] over x [N, C, inner]. */
+/* Per-channel affine y = x * scale[k] + shift[k] over x [N, C, inner], k = n * C + c: slabs
+ * [begin, end) of the flat [N * C]. */
 #define APPLY_CHANNELS(T)                                                                        \
-    static void apply_channels_##T(const T *x, T *y, int64_t N, int64_t C, int64_t inner, const double *scale, \
-                                   const double *shift) {                                        \
-        _Pragma("omp parallel for collapse(2) num_threads(kn_cpu_threads_for(N * C * inner)) schedule(static)") \
-        for (int64_t i = 0; i < N; i++)                                                          \
-            for (int64_t c = 0; c < C; c++) {                                                    \
-                int64_t off = (i * C + c) * inner;                                               \
-                scale_shift_##T(x + off, y + off, inner, (T)scale[c + i * C], (T)shift[c + i * C]); \
-            }                                                                                    \
+    typedef struct apply_channels_ctx_##T {                                                      \
+        const T *x;                                                                              \
+        T *y;                                                                                    \
+        int64_t inner;                                                                           \
+        const double *scale, *shift;                                                             \
+    } apply_channels_ctx_##T;                                                                    \
+    static void apply_channels_chunk_##T(void *ctx, int64_t begin, int64_t end, int chunk) {     \
+        const apply_channels_ctx_##T *c = ctx;                                                   \
+        for (int64_t k = begin; k < end; k++)                                                    \
+            scale_shift_##T(c->x + k * c->inner, c->y + k * c->inner, c->inner, (T)c->scale[k], (T)c->shift[k]); \
     }
 APPLY_CHANNELS(float)
 APPLY_CHANNELS(double)
@@ -178,9 +226,64 @@ static kn_status apply_tables(kn_node *n, kn_tensor *x, const double *scale, con
     kn_tensor *y = kn_nn_work_out(out, ct);
     if (!y) return kn_last_status();
     int64_t N = out->shape[0], C = out->shape[1], inner = N * C > 0 ? kn_numel(out) / (N * C) : 0;
-    if (ct == KN_F64) apply_channels_double(kn_tensor_data(x), kn_tensor_data(y), N, C, inner, scale, shift);
-    else apply_channels_float(kn_tensor_data(x), kn_tensor_data(y), N, C, inner, scale, shift);
+    if (ct == KN_F64) {
+        apply_channels_ctx_double c = {.x = kn_tensor_data(x), .y = kn_tensor_data(y), .inner = inner, .scale = scale, .shift = shift};
+        kn_parallel_for(N * C, inner, apply_channels_chunk_double, &c);
+    } else {
+        apply_channels_ctx_float c = {.x = kn_tensor_data(x), .y = kn_tensor_data(y), .inner = inner, .scale = scale, .shift = shift};
+        kn_parallel_for(N * C, inner, apply_channels_chunk_float, &c);
+    }
     return kn_nn_finish(out, y, KN_OK);
+}
+
+/* What the group and batch norms' statistics chunks read and write: per-(n, c) scale and
+ * shift tables (and batch_norm's running mean and var, updated in place when training). */
+typedef struct norm_tables {
+    kn_dtype ct;
+    const char *x; /* [N, C, inner] in ct */
+    size_t es;
+    int64_t N, C, G, inner;
+    double eps, momentum;
+    bool training;
+    const double *w, *b;
+    double *mean, *var, *scale, *shift;
+} norm_tables;
+
+/* Groups [begin, end) of the flat [N, G]. */
+static void group_tables_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    const norm_tables *t = ctx;
+    const int64_t Cg = t->C / t->G;
+    for (int64_t ng = begin; ng < end; ng++) {
+        double mean, var;
+        chunk_stats(t->ct, t->x + (size_t)(ng * Cg * t->inner) * t->es, 1, Cg * t->inner, 0, &mean, &var);
+        double rstd = 1.0 / sqrt(var + t->eps);
+        for (int64_t c = (ng % t->G) * Cg; c < (ng % t->G + 1) * Cg; c++) {
+            int64_t k = (ng / t->G) * t->C + c;
+            t->scale[k] = rstd * t->w[c];
+            t->shift[k] = t->b[c] - mean * rstd * t->w[c];
+        }
+    }
+}
+
+/* Channels [begin, end). */
+static void batch_tables_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    const norm_tables *t = ctx;
+    const int64_t N = t->N, C = t->C, inner = t->inner;
+    const double count = (double)(N * inner), momentum = t->momentum;
+    for (int64_t c = begin; c < end; c++) {
+        double bm = t->mean[c], bv = t->var[c];
+        if (t->training) {
+            chunk_stats(t->ct, t->x + (size_t)(c * inner) * t->es, N, inner, C * inner, &bm, &bv);
+            /* running stats: momentum blend with the unbiased batch variance, as PyTorch */
+            t->mean[c] = (1 - momentum) * t->mean[c] + momentum * bm;
+            t->var[c] = (1 - momentum) * t->var[c] + momentum * bv * count / (count - 1);
+        }
+        double rstd = 1.0 / sqrt(bv + t->eps);
+        for (int64_t i = 0; i < N; i++) {
+            t->scale[i * C + c] = rstd * t->w[c];
+            t->shift[i * C + c] = t->b[c] - bm * rstd * t->w[c];
+        }
+    }
 }
 
 kn_status kn_nn_group_norm_kernel(kn_node *n) {
@@ -188,26 +291,15 @@ kn_status kn_nn_group_norm_kernel(kn_node *n) {
     int64_t N = out->shape[0], C = out->shape[1], G = KN_ATTRS(n, group_norm)->groups;
     int64_t inner = N * C > 0 ? kn_numel(out) / (N * C) : 0, Cg = C / G;
     kn_dtype ct = kn_nn_compute_dtype(out->dtype);
-    size_t es = kn_dtype_size(ct);
     double *w = kn_nn_read_vector(KN_INPUT(n, group_norm, weight), C, 1);
     double *b = kn_nn_read_vector(KN_INPUT(n, group_norm, bias), C, 0);
     double *scale = malloc(sizeof(double) * (size_t)(N * C + 1)), *shift = malloc(sizeof(double) * (size_t)(N * C + 1));
     kn_tensor *x = kn_nn_work(n->in[0], ct);
     kn_status st = w && b && scale && shift && x ? KN_OK : kn_error(KN_ERR_OOM, "group_norm: out of memory");
     if (st == KN_OK) {
-        const char *base = kn_tensor_data(x);
-        double eps = KN_ATTRS(n, group_norm)->eps;
-#pragma omp parallel for num_threads(kn_cpu_threads_for(N * C * inner)) schedule(static)
-        for (int64_t ng = 0; ng < N * G; ng++) {
-            double mean, var;
-            chunk_stats(ct, base + (size_t)(ng * Cg * inner) * es, 1, Cg * inner, 0, &mean, &var);
-            double rstd = 1.0 / sqrt(var + eps);
-            for (int64_t c = (ng % G) * Cg; c < (ng % G + 1) * Cg; c++) {
-                int64_t k = (ng / G) * C + c;
-                scale[k] = rstd * w[c];
-                shift[k] = b[c] - mean * rstd * w[c];
-            }
-        }
+        norm_tables c = {.ct = ct, .x = kn_tensor_data(x), .es = kn_dtype_size(ct), .C = C, .G = G, .inner = inner,
+                         .eps = KN_ATTRS(n, group_norm)->eps, .w = w, .b = b, .scale = scale, .shift = shift};
+        kn_parallel_for(N * G, Cg * inner, group_tables_chunk, &c);
         st = apply_tables(n, x, scale, shift);
     }
     free(w), free(b), free(scale), free(shift);
@@ -220,10 +312,8 @@ kn_status kn_nn_batch_norm_kernel(kn_node *n) {
     int64_t N = out->shape[0], C = out->shape[1], inner = N * C > 0 ? kn_numel(out) / (N * C) : 0;
     const kn_attrs_batch_norm *a = KN_ATTRS(n, batch_norm);
     bool training = a->training;
-    double momentum = a->momentum, eps = a->eps;
     kn_tensor *rm = KN_INPUT(n, batch_norm, running_mean), *rv = KN_INPUT(n, batch_norm, running_var);
     kn_dtype ct = kn_nn_compute_dtype(out->dtype);
-    size_t es = kn_dtype_size(ct);
     double *w = kn_nn_read_vector(KN_INPUT(n, batch_norm, weight), C, 1);
     double *b = kn_nn_read_vector(KN_INPUT(n, batch_norm, bias), C, 0);
     double *mean = kn_nn_read_vector(rm, C, 0), *var = kn_nn_read_vector(rv, C, 1);
@@ -231,23 +321,10 @@ kn_status kn_nn_batch_norm_kernel(kn_node *n) {
     kn_tensor *x = kn_nn_work(n->in[0], ct);
     kn_status st = w && b && mean && var && scale && shift && x ? KN_OK : kn_error(KN_ERR_OOM, "batch_norm: out of memory");
     if (st == KN_OK) {
-        const char *base = kn_tensor_data(x);
-        double count = (double)(N * inner);
-#pragma omp parallel for num_threads(kn_cpu_threads_for(training ? N * C * inner : 0)) schedule(static)
-        for (int64_t c = 0; c < C; c++) {
-            double bm = mean[c], bv = var[c];
-            if (training) {
-                chunk_stats(ct, base + (size_t)(c * inner) * es, N, inner, C * inner, &bm, &bv);
-                /* running stats: momentum blend with the unbiased batch variance, as PyTorch */
-                mean[c] = (1 - momentum) * mean[c] + momentum * bm;
-                var[c] = (1 - momentum) * var[c] + momentum * bv * count / (count - 1);
-            }
-            double rstd = 1.0 / sqrt(bv + eps);
-            for (int64_t i = 0; i < N; i++) {
-                scale[i * C + c] = rstd * w[c];
-                shift[i * C + c] = b[c] - bm * rstd * w[c];
-            }
-        }
+        norm_tables c = {.ct = ct, .x = kn_tensor_data(x), .es = kn_dtype_size(ct), .N = N, .C = C, .inner = inner,
+                         .eps = a->eps, .momentum = a->momentum, .training = training, .w = w, .b = b, .mean = mean,
+                         .var = var, .scale = scale, .shift = shift};
+        kn_parallel_for(C, training ? N * inner : 1, batch_tables_chunk, &c);
         st = apply_tables(n, x, scale, shift);
         if (st == KN_OK && training && rm) st = kn_nn_write_vector(n->out[1], mean);
         if (st == KN_OK && training && rm) st = kn_nn_write_vector(n->out[2], var);

@@ -31,7 +31,7 @@
             T *restrict pp = (T *)ptr[0];                                                         \
             CT *restrict mp = (CT *)ptr[1], *restrict vp = (CT *)ptr[2];                          \
             const T *restrict gp = (const T *)ptr[3];                                             \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+            for (int64_t i = 0; i < n; i++) {                                                     \
                 CT p = LD(pp[i]), m = mp[i], v = vp[i], g = LD(gp[i]);                            \
                 ADAMW_ELEM(CT, p, m, v, g, a, small);                                             \
                 pp[i] = ST(p), mp[i] = m, vp[i] = v;                                              \
@@ -72,14 +72,14 @@ ADAMW_INNER(bf16, uint16_t, float, KN_LD_BF16, KN_ST_BF16)
             T *restrict pp = (T *)ptr[0], *restrict bp = has_buf ? (T *)ptr[2] : NULL;          \
             const T *restrict gp = (const T *)ptr[1];                                           \
             if (!has_buf) {                                                                     \
-                _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                           \
+                for (int64_t i = 0; i < n; i++) {                                               \
                     CT p = LD(pp[i]), g = LD(gp[i]), b = 0;                                     \
                     SGD_ELEM(CT, p, g, b, a, false, false, false);                              \
                     pp[i] = ST(p);                                                              \
                 }                                                                               \
                 return 0;                                                                       \
             }                                                                                   \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                               \
+            for (int64_t i = 0; i < n; i++) {                                                   \
                 CT p = LD(pp[i]), g = LD(gp[i]), b = LD(bp[i]);                                 \
                 SGD_ELEM(CT, p, g, b, a, nesterov, first, true);                                \
                 pp[i] = ST(p), bp[i] = ST(b);                                                   \

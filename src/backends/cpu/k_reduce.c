@@ -1,5 +1,6 @@
 /* CPU kernels of the reductions over dims. Float sums accumulate in double lanes; each output's
- * reduction runs on one thread (or, for few long rows, sums are split across threads). */
+ * reduction runs in one chunk of the thread pool (or, for few long rows, each row is split into
+ * chunks whose partial sums add up in chunk order). */
 #include <math.h>
 
 #include "backends/cpu/reduce_plan.h"
@@ -62,7 +63,7 @@ static int64_t sum_row_int(kn_dtype dt, const void *data, int64_t n) {
         for (int64_t j = 0; j < w; j++) acc[j] = 0;                                              \
         for (int64_t r = 0; r < rows; r++) {                                                     \
             const ST *restrict row = x + r * cols + c0;                                          \
-            _Pragma("omp simd") for (int64_t j = 0; j < w; j++) acc[j] += (double)LOAD(row[j]);  \
+            for (int64_t j = 0; j < w; j++) acc[j] += (double)LOAD(row[j]);                      \
         }                                                                                        \
     }
 KN_DTYPES_FLOAT(COL_SUM, ~)
@@ -81,25 +82,62 @@ static bool leading_reduced(const kn_tensor *x, kn_shape reduced, int64_t *rows,
     return *cols >= 16;
 }
 
-static kn_status column_sums(kn_node *n, bool mean, int64_t rows, int64_t cols) {
-    kn_tensor *x = n->in[0], *out = n->out[0];
-    const void *data = kn_tensor_data(x);
-    kn_dtype dt = x->dtype;
-    double scale = mean ? 1.0 / (double)rows : 1.0;
-    int64_t blocks = (cols + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for num_threads(kn_cpu_threads_for(rows * cols)) schedule(static)
-    for (int64_t b = 0; b < blocks; b++) {
+/* What the chunks of a sum read and write (each chunk uses what its loop needs). */
+typedef struct sum_ctx {
+    kn_tensor *out;
+    kn_dtype dt;
+    const char *data;
+    size_t esize;
+    int64_t rows, cols, inner;
+    double scale;
+    bool mean;
+    double *part; /* one partial per chunk (sum_split_chunk) */
+} sum_ctx;
+
+/* Blocks [begin, end) of COL_BLOCK columns. */
+static void column_sums_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    const sum_ctx *c = ctx;
+    for (int64_t b = begin; b < end; b++) {
         double acc[COL_BLOCK];
-        int64_t c0 = b * COL_BLOCK, w = cols - c0 < COL_BLOCK ? cols - c0 : COL_BLOCK;
-        switch (dt) {
-        case KN_F32: col_sum_f32(data, rows, cols, c0, w, acc); break;
-        case KN_F64: col_sum_f64(data, rows, cols, c0, w, acc); break;
-        case KN_F16: col_sum_f16(data, rows, cols, c0, w, acc); break;
-        default: col_sum_bf16(data, rows, cols, c0, w, acc); break;
+        int64_t c0 = b * COL_BLOCK, w = c->cols - c0 < COL_BLOCK ? c->cols - c0 : COL_BLOCK;
+        switch (c->dt) {
+        case KN_F32: col_sum_f32(c->data, c->rows, c->cols, c0, w, acc); break;
+        case KN_F64: col_sum_f64(c->data, c->rows, c->cols, c0, w, acc); break;
+        case KN_F16: col_sum_f16(c->data, c->rows, c->cols, c0, w, acc); break;
+        default: col_sum_bf16(c->data, c->rows, c->cols, c0, w, acc); break;
         }
-        for (int64_t j = 0; j < w; j++) kn_reduce_store_f64(out, c0 + j, rows ? acc[j] * scale : (mean ? NAN : 0));
+        for (int64_t j = 0; j < w; j++)
+            kn_reduce_store_f64(c->out, c0 + j, c->rows ? acc[j] * c->scale : (c->mean ? NAN : 0));
     }
+}
+
+static kn_status column_sums(kn_node *n, bool mean, int64_t rows, int64_t cols) {
+    kn_tensor *x = n->in[0];
+    sum_ctx c = {.out = n->out[0], .dt = x->dtype, .data = kn_tensor_data(x), .rows = rows, .cols = cols,
+                 .scale = mean ? 1.0 / (double)rows : 1.0, .mean = mean};
+    int64_t blocks = (cols + COL_BLOCK - 1) / COL_BLOCK;
+    kn_parallel_for(blocks, rows * (cols / blocks), column_sums_chunk, &c);
     return KN_OK;
+}
+
+/* Rows [begin, end) of an integer sum, into int64. */
+static void int_sums_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    const sum_ctx *c = ctx;
+    int64_t *o = kn_tensor_data(c->out);
+    for (int64_t r = begin; r < end; r++) o[r] = sum_row_int(c->dt, c->data + (size_t)(r * c->inner) * c->esize, c->inner);
+}
+
+/* Rows [begin, end) of a float sum, times scale. */
+static void float_sums_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    const sum_ctx *c = ctx;
+    for (int64_t r = begin; r < end; r++)
+        kn_reduce_store_f64(c->out, r, sum_row_float(c->dt, c->data + (size_t)(r * c->inner) * c->esize, c->inner) * c->scale);
+}
+
+/* Elements [begin, end) of one row (c->data), into the chunk's partial. */
+static void sum_split_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    const sum_ctx *c = ctx;
+    c->part[chunk] = sum_row_float(c->dt, c->data + (size_t)begin * c->esize, end - begin);
 }
 
 /* Sums (or means, with scale = 1/inner) of every output row. */
@@ -111,31 +149,23 @@ static kn_status sum_like(kn_node *n, bool mean) {
     kn_status st = kn_reduce_plan_make(&p, x, KN_ATTRS(n, reduce)->dims);
     if (st != KN_OK) return st;
     int64_t outer = p.outer, inner = p.inner;
-    size_t esize = kn_dtype_size(x->dtype);
-    const char *data = p.data;
-    kn_dtype dt = x->dtype;
-    if (!kn_dtype_is_float(dt)) {
-        int64_t *o = kn_tensor_data(out);
-        KN_PARALLEL_RANGE(outer, inner, b, e, {
-            for (int64_t r = b; r < e; r++) o[r] = sum_row_int(dt, data + (size_t)(r * inner) * esize, inner);
-        });
-    } else if (outer >= kn_get_num_threads() || inner < 65536) {
-        double scale = mean ? 1.0 / (double)inner : 1.0;
-        KN_PARALLEL_RANGE(outer, inner, b, e, {
-            for (int64_t r = b; r < e; r++)
-                kn_reduce_store_f64(out, r, sum_row_float(dt, data + (size_t)(r * inner) * esize, inner) * scale);
-        });
+    sum_ctx c = {.out = out, .dt = x->dtype, .data = p.data, .esize = kn_dtype_size(x->dtype), .inner = inner,
+                 .scale = mean ? 1.0 / (double)inner : 1.0};
+    if (!kn_dtype_is_float(c.dt)) {
+        kn_parallel_for(outer, inner, int_sums_chunk, &c);
+    } else if (outer >= kn_pool_threads() || inner < 65536) {
+        kn_parallel_for(outer, inner, float_sums_chunk, &c);
     } else {
-        /* Few long rows: split each row across the threads. */
+        /* Few long rows: split each row into chunks, whose partials add up in chunk order. */
+        double part[KN_MAX_CHUNKS];
+        const char *data = p.data;
+        c.part = part;
         for (int64_t r = 0; r < outer; r++) {
-            const char *row = data + (size_t)(r * inner) * esize;
+            c.data = data + (size_t)(r * inner) * c.esize;
+            int chunks = kn_parallel_chunks(inner, 1);
+            kn_parallel_run(inner, chunks, sum_split_chunk, &c);
             double total = 0;
-            int threads = kn_cpu_threads_for(inner);
-#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
-            for (int64_t c = 0; c < threads; c++) {
-                int64_t b = inner * c / threads, e = inner * (c + 1) / threads;
-                total += sum_row_float(dt, row + (size_t)b * esize, e - b);
-            }
+            for (int k = 0; k < chunks; k++) total += part[k];
             kn_reduce_store_f64(out, r, mean ? total / (double)inner : total);
         }
     }

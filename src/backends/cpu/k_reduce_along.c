@@ -10,6 +10,21 @@
 
 typedef void (*along_fn)(kn_dtype dt, const void *in, void *out, int64_t len, void *scratch);
 
+typedef struct along_ctx {
+    along_fn fn;
+    kn_dtype dt;
+    const char *src;
+    char *dst;
+    int64_t len;
+    size_t in_size, out_size;
+} along_ctx;
+
+static void along_row(void *ctx, int64_t r, void *scratch) {
+    const along_ctx *c = ctx;
+    size_t at = (size_t)(r * c->len);
+    c->fn(c->dt, c->src + at * c->in_size, c->dst + at * c->out_size, c->len, scratch);
+}
+
 static kn_status run_along(kn_node *n, along_fn fn) {
     kn_tensor *x = n->in[0], *out = n->out[0];
     kn_shape reduced = KN_ATTRS(n, reduce)->dims;
@@ -27,20 +42,10 @@ static kn_status run_along(kn_node *n, along_fn fn) {
         return kn_last_status();
     }
     int64_t len = p.inner;
-    size_t in_size = kn_dtype_size(x->dtype), out_size = kn_dtype_size(out->dtype);
-    const char *src = p.data;
-    char *dst = kn_tensor_data(target);
-    int failed = 0;
-    KN_PARALLEL_RANGE(p.outer, len * 8, b, e, {
-        void *scratch = malloc((size_t)(len > 0 ? len : 1) * sizeof(double));
-        if (!scratch) {
-_Pragma("omp atomic write") failed = 1;
-        } else {
-            for (int64_t r = b; r < e; r++)
-                fn(x->dtype, src + (size_t)(r * len) * in_size, dst + (size_t)(r * len) * out_size, len, scratch);
-        }
-        free(scratch);
-    });
+    along_ctx c = {.fn = fn, .dt = x->dtype, .src = p.data, .dst = kn_tensor_data(target), .len = len,
+                   .in_size = kn_dtype_size(x->dtype), .out_size = kn_dtype_size(out->dtype)};
+    size_t scratch = (size_t)(len > 0 ? len : 1) * sizeof(double);
+    bool failed = !kn_parallel_rows(p.outer, len * 8, scratch, along_row, &c);
     kn_reduce_plan_free(&p);
     if (!failed && target != out) {
         kn_tensor *view = kn_tensor_view_of(out, shape, nd, stride, out->offset);
@@ -83,24 +88,19 @@ SCAN_ROW(cumprod_row, *, 1.0)
 
 /* Softmax of one contiguous row in T (float for f32/f16/bf16, double for f64): the max is
  * subtracted first so exp never overflows; the sum accumulates in double. A row of only
- * -inf gives NaN (-inf - -inf), as in PyTorch. */
+ * -inf gives NaN (-inf - -inf), as in PyTorch. The exponentials are taken again in the
+ * writing sweep rather than stored by the summing one, which keeps that sum in lanes. */
 #define SOFTMAX_ROW(T, SUF)                                                                  \
     static void softmax_row_##SUF(const T *restrict x, T *restrict y, int64_t n, bool take_log) { \
-        T m = -INFINITY;                                                                     \
-        _Pragma("omp simd reduction(max : m)") for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m; \
-        double sum = 0;                                                                      \
+        T m;                                                                                 \
+        double sum;                                                                          \
+        KN_ROW_MAX_SUMEXP(T, (T), x, n, m, sum);                                             \
         if (take_log) {                                                                      \
-            _Pragma("omp simd reduction(+ : sum)") for (int64_t i = 0; i < n; i++) sum += kn_exp(x[i] - m); \
             T shift = m + (T)log(sum);                                                       \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = x[i] - shift;         \
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] - shift;                             \
         } else {                                                                             \
-            _Pragma("omp simd reduction(+ : sum)") for (int64_t i = 0; i < n; i++) {         \
-                T e = kn_exp(x[i] - m);                                                      \
-                y[i] = e;                                                                    \
-                sum += e;                                                                    \
-            }                                                                                \
             T inv = (T)(1.0 / sum);                                                          \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] *= inv;                 \
+            for (int64_t i = 0; i < n; i++) y[i] = kn_exp((T)(x[i] - m)) * inv;              \
         }                                                                                    \
     }
 SOFTMAX_ROW(float, f32)
@@ -138,12 +138,12 @@ static void log_softmax_row(kn_dtype dt, const void *in, void *out, int64_t len,
         for (int64_t j = 0; j < w; j++) m[j] = -INFINITY, acc[j] = 0;                                \
         for (int64_t k = 0; k < len; k++) {                                                          \
             const T *row = x + k * inner;                                                            \
-            _Pragma("omp simd") for (int64_t j = 0; j < w; j++) m[j] = row[j] > m[j] ? row[j] : m[j]; \
+            for (int64_t j = 0; j < w; j++) m[j] = row[j] > m[j] ? row[j] : m[j];                    \
         }                                                                                            \
         for (int64_t k = 0; k < len; k++) {                                                          \
             const T *row = x + k * inner;                                                            \
             T *orow = y + k * inner;                                                                 \
-            _Pragma("omp simd") for (int64_t j = 0; j < w; j++) {                                    \
+            for (int64_t j = 0; j < w; j++) {                                                        \
                 T e = kn_exp(row[j] - m[j]);                                                         \
                 if (!take_log) orow[j] = e;                                                          \
                 acc[j] += e;                                                                         \
@@ -154,14 +154,37 @@ static void log_softmax_row(kn_dtype dt, const void *in, void *out, int64_t len,
             const T *row = x + k * inner;                                                            \
             T *orow = y + k * inner;                                                                 \
             if (take_log) {                                                                          \
-                _Pragma("omp simd") for (int64_t j = 0; j < w; j++) orow[j] = row[j] - m[j];         \
+                for (int64_t j = 0; j < w; j++) orow[j] = row[j] - m[j];                             \
             } else {                                                                                 \
-                _Pragma("omp simd") for (int64_t j = 0; j < w; j++) orow[j] *= m[j];                 \
+                for (int64_t j = 0; j < w; j++) orow[j] *= m[j];                                     \
             }                                                                                        \
         }                                                                                            \
     }
 SOFTMAX_COLS_FN(float, f32)
 SOFTMAX_COLS_FN(double, f64)
+
+typedef struct softmax_cols_ctx {
+    kn_dtype dt;
+    const char *src;
+    char *dst;
+    int64_t len, inner, blocks;
+    bool take_log;
+} softmax_cols_ctx;
+
+/* Tasks [begin, end): task t is column block t % blocks of slab t / blocks. */
+static void softmax_cols_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    const softmax_cols_ctx *c = ctx;
+    size_t es = kn_dtype_size(c->dt);
+    for (int64_t t = begin; t < end; t++) {
+        int64_t o = t / c->blocks, c0 = (t % c->blocks) * SOFTMAX_COLS;
+        int64_t w = c->inner - c0 < SOFTMAX_COLS ? c->inner - c0 : SOFTMAX_COLS;
+        size_t at = (size_t)(o * c->len * c->inner + c0) * es;
+        if (c->dt == KN_F32)
+            softmax_cols_f32((const float *)(c->src + at), (float *)(c->dst + at), c->len, c->inner, w, c->take_log);
+        else
+            softmax_cols_f64((const double *)(c->src + at), (double *)(c->dst + at), c->len, c->inner, w, c->take_log);
+    }
+}
 
 /* The column path when it fits (f32/f64, contiguous, at least 16 elements after the dim);
  * false to take the row path. */
@@ -177,18 +200,10 @@ static bool softmax_by_columns(kn_node *n, bool take_log) {
     }
     if (inner < 16) return false;
     if (outer * len == 0) return true; /* nothing to write */
-    int64_t blocks = (inner + SOFTMAX_COLS - 1) / SOFTMAX_COLS, tasks = outer * blocks;
-    size_t es = kn_dtype_size(x->dtype);
-    const char *src = kn_tensor_data(x);
-    char *dst = kn_tensor_data(n->out[0]);
-#pragma omp parallel for num_threads(kn_cpu_threads_for(outer * len * inner * 8)) schedule(static)
-    for (int64_t t = 0; t < tasks; t++) {
-        int64_t o = t / blocks, c0 = (t % blocks) * SOFTMAX_COLS;
-        int64_t w = inner - c0 < SOFTMAX_COLS ? inner - c0 : SOFTMAX_COLS;
-        size_t at = (size_t)(o * len * inner + c0) * es;
-        if (x->dtype == KN_F32) softmax_cols_f32((const float *)(src + at), (float *)(dst + at), len, inner, w, take_log);
-        else softmax_cols_f64((const double *)(src + at), (double *)(dst + at), len, inner, w, take_log);
-    }
+    int64_t blocks = (inner + SOFTMAX_COLS - 1) / SOFTMAX_COLS;
+    softmax_cols_ctx c = {.dt = x->dtype, .src = kn_tensor_data(x), .dst = kn_tensor_data(n->out[0]), .len = len,
+                          .inner = inner, .blocks = blocks, .take_log = take_log};
+    kn_parallel_for(outer * blocks, len * (inner / blocks) * 8, softmax_cols_chunk, &c);
     return true;
 }
 

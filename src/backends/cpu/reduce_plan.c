@@ -2,6 +2,7 @@
  * and contiguous, else one strided copy with them moved last) and the row helpers. */
 #include "backends/cpu/reduce_plan.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -80,23 +81,49 @@ void kn_reduce_store_i64(kn_tensor *t, int64_t i, int64_t v) {
     }
 }
 
+typedef struct rows_ctx {
+    kn_row_fn fn;
+    void *ctx;
+    size_t scratch_bytes;
+    atomic_int failed;
+} rows_ctx;
+
+static void rows_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    rows_ctx *c = ctx;
+    void *scratch = malloc(c->scratch_bytes ? c->scratch_bytes : 1);
+    if (!scratch) {
+        atomic_store(&c->failed, 1); /* raised by the caller: a chunk may run on a pool worker */
+        return;
+    }
+    for (int64_t r = begin; r < end; r++) c->fn(c->ctx, r, scratch);
+    free(scratch);
+}
+
+bool kn_parallel_rows(int64_t rows, int64_t cost, size_t scratch_bytes, kn_row_fn fn, void *ctx) {
+    rows_ctx c = {.fn = fn, .ctx = ctx, .scratch_bytes = scratch_bytes, .failed = 0};
+    kn_parallel_for(rows, cost, rows_chunk, &c);
+    return !atomic_load(&c.failed);
+}
+
+typedef struct reduce_rows_ctx {
+    kn_node *n;
+    kn_reduce_row_fn fn;
+    const char *data;
+    int64_t inner;
+    size_t esize;
+} reduce_rows_ctx;
+
+static void reduce_row(void *ctx, int64_t r, void *scratch) {
+    reduce_rows_ctx *c = ctx;
+    c->fn(c->n, c->data + (size_t)(r * c->inner) * c->esize, c->inner, r, scratch);
+}
+
 kn_status kn_reduce_rows(kn_node *n, kn_reduce_row_fn fn) {
     kn_reduce_plan p;
     kn_status st = kn_reduce_plan_make(&p, n->in[0], KN_ATTRS(n, reduce)->dims);
     if (st != KN_OK) return st;
-    int64_t inner = p.inner;
-    size_t esize = kn_dtype_size(n->in[0]->dtype);
-    const char *data = p.data;
-    int failed = 0;
-    KN_PARALLEL_RANGE(p.outer, inner, b, e, {
-        void *scratch = malloc((size_t)(inner > 0 ? inner : 1) * sizeof(double));
-        if (!scratch) {
-_Pragma("omp atomic write") failed = 1;
-        } else {
-            for (int64_t r = b; r < e; r++) fn(n, data + (size_t)(r * inner) * esize, inner, r, scratch);
-        }
-        free(scratch);
-    });
+    reduce_rows_ctx c = {.n = n, .fn = fn, .data = p.data, .inner = p.inner, .esize = kn_dtype_size(n->in[0]->dtype)};
+    bool ok = kn_parallel_rows(p.outer, p.inner, (size_t)(p.inner > 0 ? p.inner : 1) * sizeof(double), reduce_row, &c);
     kn_reduce_plan_free(&p);
-    return failed ? kn_error(KN_ERR_OOM, "%s: no memory for a row buffer", kn_op_name(n->op)) : KN_OK;
+    return ok ? KN_OK : kn_error(KN_ERR_OOM, "%s: no memory for a row buffer", kn_op_name(n->op));
 }
