@@ -14,7 +14,7 @@
 add_library(kiln_deps INTERFACE)
 target_include_directories(kiln_deps INTERFACE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src
   ${CMAKE_BINARY_DIR}/generated)
-target_compile_options(kiln_deps INTERFACE ${KILN_WARNINGS} ${KILN_OPT_FLAGS} ${OpenMP_C_FLAGS})
+target_compile_options(kiln_deps INTERFACE ${KILN_WARNINGS} ${KILN_OPT_FLAGS})
 target_compile_definitions(kiln_deps INTERFACE _GNU_SOURCE)
 target_link_libraries(kiln_deps INTERFACE ${KILN_LINK_DEPS})
 

@@ -3,7 +3,7 @@
 # what is missing; otherwise it prints the exact command and stops. Arguments name more packages
 # (`make fuzz`: clang with libFuzzer, llvm-symbolizer).
 set -e
-PACKAGES="cmake make gcc pkg-config libomp-dev libopenblas-dev libcjson-dev libxxhash-dev libpcre2-dev libutf8proc-dev libpng-dev libdnnl-dev $*"
+PACKAGES="cmake make gcc pkg-config libopenblas-dev libcjson-dev libxxhash-dev libpcre2-dev libutf8proc-dev libpng-dev libdnnl-dev $*"
 
 missing=""
 for p in $PACKAGES; do

@@ -1,5 +1,4 @@
 /* Runtime start-up from the environment, the execution mode, threads and the generator. */
-#include <omp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -71,18 +70,6 @@ static kn_status parse_shadow(const char *text, const char *what, int *code) {
     return KN_OK;
 }
 
-/* kiln's OpenMP threads sleep as soon as a parallel region ends, unless the user chose a
- * policy: threads that spin take the cores kiln's stream worker, the host thread and other
- * processes need next, 3-10x slower on shared cores (docs/decisions.md, "Waiting threads on
- * shared cores"). libomp reads KMP_BLOCKTIME when it is first used, which is here; the variable
- * then leaves the environment again, so the program's and its children's stay the user's. */
-static void openmp_waits_passively(void) {
-    if (getenv("OMP_WAIT_POLICY") || getenv("KMP_BLOCKTIME")) return;
-    setenv("KMP_BLOCKTIME", "0", 0);
-    (void)omp_get_max_threads(); /* libomp starts and reads it */
-    unsetenv("KMP_BLOCKTIME");
-}
-
 /* The cores this process may run on (its affinity mask, which taskset and containers set). */
 static int usable_cores(void) {
     cpu_set_t set;
@@ -93,7 +80,6 @@ static int usable_cores(void) {
 
 static void start(void) {
     char msg[256];
-    openmp_waits_passively();
     const char *s = getenv("KILN_THREADS");
     int threads = s ? atoi(s) : 0;
     if (s && threads <= 0) {
@@ -219,15 +205,6 @@ void kn_set_num_threads(int n) {
 int kn_get_num_threads(void) {
     kn_runtime_ready();
     return kn_pool_threads();
-}
-
-int kn_cpu_num_threads(void) { return kn_pool_threads(); }
-
-int kn_cpu_threads_for(int64_t work) {
-    int n = kn_pool_threads();
-    if (work < 2 * KN_PARALLEL_GRAIN || n <= 1) return 1;
-    int64_t useful = work / KN_PARALLEL_GRAIN;
-    return useful < n ? (int)useful : n;
 }
 
 void kn_manual_seed(uint64_t seed) { kn_rng_set_state(seed, 0); }

@@ -79,6 +79,7 @@ static void take_chunks(uint32_t id) {
 static void *worker_main(void *arg) {
     (void)arg;
     in_pool = true;
+    pthread_setname_np(pthread_self(), "kiln-pool"); /* what top, perf and gdb show */
     unsigned seen = atomic_load(&P.wake);
     for (;;) {
         unsigned w;

@@ -27,8 +27,7 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\nenvironment: KILN_MODE (" KILN_MODES "), KILN_DEVICE (cpu, meta), KILN_THREADS, KILN_SEED,\n"
-                "             KILN_CACHE_DIR, KILN_CACHE_MAX_MB, KILN_CACHE=0, KILN_CC, KILN_GEMM (openblas, onednn, ref),\n"
-                "             OMP_WAIT_POLICY (passive unless set)\n");
+                "             KILN_CACHE_DIR, KILN_CACHE_MAX_MB, KILN_CACHE=0, KILN_CC, KILN_GEMM (openblas, onednn, ref)\n");
 }
 
 bool kiln_wants_help(int argc, char **argv) {

@@ -3,8 +3,6 @@
 #ifndef KILN_BACKENDS_CPU_CPU_KERNELS_H
 #define KILN_BACKENDS_CPU_CPU_KERNELS_H
 
-#include <omp.h>
-
 #include "backends/backend.h"
 #include "core/half.h"
 #include "core/runtime_impl.h"

@@ -6,7 +6,6 @@
 #ifdef KILN_HAVE_ONEDNN
 #include <cpuid.h>
 #include <errno.h>
-#include <omp.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,6 +20,10 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static dnnl_engine_t engine;
 static char amx_state[96] = "not needed (no AMX)";
 static _Thread_local bool thread_ready;
+
+/* OpenMP's own entry point (its ABI), declared here rather than through omp.h, which only
+ * the compiler's OpenMP support installs; libgomp, which oneDNN runs on, defines it. */
+void omp_set_num_threads(int n);
 
 static bool cpu_has_amx(void) {
     unsigned a, b, c, d;

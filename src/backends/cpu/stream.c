@@ -40,6 +40,7 @@ static inline void cpu_relax(void) {
 
 static void *worker_main(void *arg) {
     kn_cpu_queue *q = arg;
+    pthread_setname_np(pthread_self(), "kiln-stream"); /* what top, perf and gdb show */
     for (;;) {
         for (int i = 0; i < WORKER_SPINS && atomic_load_explicit(&q->queued, memory_order_acquire) == 0; i++) cpu_relax();
         pthread_mutex_lock(&q->lock);
