@@ -146,6 +146,10 @@ static void test_many_tiny_loops(void) {
 }
 
 static void test_forked_child_has_a_pool(void) {
+#if defined(__SANITIZE_THREAD__)
+    printf("  skip: ThreadSanitizer cannot start threads in a child forked from a threaded process\n");
+    return;
+#endif
     check_cover(10000, 8); /* the parent's workers are running */
     pid_t pid = fork();
     if (pid == 0) {
