@@ -112,6 +112,8 @@ def main():
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (off by default)")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--profile", action="store_true", help="self CPU time per op family (torch.profiler)")
+    ap.add_argument("--amp", choices=("none", "bf16"), default="none",
+                    help="bf16: the forward and the loss under torch.autocast('cpu', bfloat16)")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -130,8 +132,9 @@ def main():
     def step():
         xy = torch.randint(0, V, (B, T + 1), generator=g)
         x, y = xy[:, :-1], xy[:, 1:]
-        logits = fwd(x)
-        loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp == "bf16"):
+            logits = fwd(x)
+            loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -164,7 +167,8 @@ def main():
     med = statistics.median(times) if times else float("nan")
     print(json.dumps({
         "impl": "torch", "bench": "gpt2_train_step", "model": kind, "params": n_params,
-        "shape": f"L{args.n_layer} H{args.n_head} C{args.n_embd} V{V} maxT{args.block} B{B} T{T} f32",
+        "shape": f"L{args.n_layer} H{args.n_head} C{args.n_embd} V{V} maxT{args.block} B{B} T{T} "
+                 + ("f32" if args.amp == "none" else "f32+autocast bf16"),
         "ms_median": round(med, 3), "ms_mean": round(statistics.fmean(times), 3) if times else None,
         "tokens_per_s": round(B * T / med * 1e3, 1) if times else None,
         "steps": args.steps, "warmup": args.warmup, "compile": args.compile,
