@@ -129,11 +129,12 @@ kn_tensor *kn_addmm(kn_tensor *input, kn_tensor *a, kn_tensor *b, double beta, d
                              kn_describe(b, db, sizeof db));
     kn_scope_push();
     kn_tensor *mm = matmul_nd(a, b);
-    input = joined(input); /* under autocast, the product's dtype */
-    kn_tensor *lhs = beta == 1 ? input : scaled(input, beta);
+    kn_tensor *in = joined(input); /* under autocast, the product's dtype */
+    kn_tensor *lhs = !in || beta == 1 ? in : scaled(in, beta);
     kn_tensor *rhs = alpha == 1 ? mm : scaled(mm, alpha);
     /* beta = 0 ignores input, NaN included, as BLAS and PyTorch do. */
     kn_tensor *out = beta == 0 ? rhs : kn_add(lhs, rhs);
+    kn_release(in);
     if (out && kn_ndim(out) != 2) {
         char di[96];
         out = kn_error_null(KN_ERR_SHAPE, "addmm(%s, ...): input does not broadcast to the product's [M, N]",
