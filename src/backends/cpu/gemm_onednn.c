@@ -93,7 +93,7 @@ static kn_gemm_result run(dnnl_engine_t engine, dnnl_primitive_desc_t pd, const 
 }
 
 /* The onednn provider's block (gemm_tiles.h), on the calling thread. */
-static kn_gemm_result onednn_block(const kn_gemm_block *k) {
+kn_gemm_result kn_gemm_onednn_block(const kn_gemm_block *k) {
     dnnl_engine_t engine = kn_onednn_engine();
     if (!engine) return KN_GEMM_TURNED_DOWN;
     const int64_t M = k->M, N = k->N, K = k->K;
@@ -125,7 +125,7 @@ static kn_gemm_result onednn_block(const kn_gemm_block *k) {
 kn_status kn_gemm_onednn(const kn_tensor *a, const kn_tensor *b, kn_tensor *out, int64_t batches, int64_t M,
                          int64_t N, int64_t K) {
     if (!kn_gemm_onednn_has(out->dtype)) return KN_ERR_UNSUPPORTED;
-    switch (kn_gemm_tensors(a, b, out, batches, M, N, K, onednn_block)) {
+    switch (kn_gemm_tensors(a, b, out, batches, M, N, K, kn_gemm_onednn_block)) {
     case KN_GEMM_DONE: return KN_OK;
     case KN_GEMM_TURNED_DOWN: return KN_ERR_UNSUPPORTED;
     case KN_GEMM_NO_MEMORY: return kn_error(KN_ERR_OOM, "matmul: oneDNN is out of memory");
@@ -136,6 +136,7 @@ kn_status kn_gemm_onednn(const kn_tensor *a, const kn_tensor *b, kn_tensor *out,
 #else /* no oneDNN in this build */
 
 bool kn_gemm_onednn_has(kn_dtype dt) { return false; }
+kn_gemm_result kn_gemm_onednn_block(const kn_gemm_block *blk) { return KN_GEMM_TURNED_DOWN; }
 kn_status kn_gemm_onednn(const kn_tensor *a, const kn_tensor *b, kn_tensor *out, int64_t batches, int64_t M,
                          int64_t N, int64_t K) {
     return KN_ERR_UNSUPPORTED;

@@ -96,6 +96,13 @@ kn_status kn_gemm_select(kn_dtype dt, kn_gemm_provider *out) {
     return KN_OK;
 }
 
+kn_status kn_gemm_select_block(kn_dtype dt, kn_gemm_block_fn *out) {
+    kn_gemm_provider p = KN_GEMM_OPENBLAS;
+    kn_status st = kn_gemm_choice(dt, &p);
+    *out = p == KN_GEMM_ONEDNN ? kn_gemm_onednn_block : kn_gemm_openblas_block;
+    return st;
+}
+
 void kn_gemm_count_fallback(kn_dtype dt) { __atomic_fetch_add(&counts.fallbacks[dt], 1, __ATOMIC_RELAXED); }
 
 void kn_gemm_counts_read(kn_gemm_counts *table, kn_gemm_counts *out) {

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backends/cpu/gemm_tiles.h"
 #include "core/runtime_impl.h"
 
 typedef enum kn_gemm_provider {
@@ -28,6 +29,10 @@ const char *kn_gemm_provider_name(kn_gemm_provider p);
  * default. Counts the selection, and a fallback when the forced one lacks dt. An unknown
  * KILN_GEMM is KN_ERR_ARG naming the value and the choices. */
 kn_status kn_gemm_select(kn_dtype dt, kn_gemm_provider *out);
+/* The block function (gemm_tiles.h) of the provider kn_gemm_select picks for dt, for a kernel
+ * whose products are its own pieces (convolution's im2col): onednn's or openblas's (which
+ * also stands in for ref there). Not counted here: such kernels keep counts of their own. */
+kn_status kn_gemm_select_block(kn_dtype dt, kn_gemm_block_fn *out);
 /* The provider a product of dt would get now, without counting (kiln info, tests). */
 kn_status kn_gemm_choice(kn_dtype dt, kn_gemm_provider *out);
 /* Counts a fallback of a product the chosen provider turned down at run time (a layout it

@@ -43,6 +43,9 @@ typedef kn_gemm_result (*kn_gemm_block_fn)(const kn_gemm_block *blk);
 
 /* The openblas provider's block (k_linalg.c): f32 or f64, each product one BLAS call. */
 kn_gemm_result kn_gemm_openblas_block(const kn_gemm_block *blk);
+/* The onednn provider's block (gemm_onednn.c): f32, bf16 or f16 where oneDNN has the dtype;
+ * KN_GEMM_TURNED_DOWN for a layout it cannot take, and always without oneDNN in the build. */
+kn_gemm_result kn_gemm_onednn_block(const kn_gemm_block *blk);
 
 /* Runs the product `whole` describes, split over the pool into blocks for fn; the worst result
  * of any block. Panels split N when M <= N (each panel then re-reads A, the smaller operand)

@@ -6,15 +6,18 @@
  * (columns [K, N*OH*OW]) split over the pool (gemm_tiles.h): per image, the small outputs of a
  * network's deep layers (OH*OW of 1..64) would make each product a matrix-vector-like one that
  * re-reads the weights per image. Otherwise the (image, group) products are the pool's items,
- * each chunk with its own column scratch and single-threaded BLAS; when they make one chunk,
- * they run on the calling thread and each product is split over the pool instead. 16-bit
- * floats are widened to f32, or go to oneDNN (conv_onednn.h) when it is the chosen provider. */
+ * each chunk with its own column scratch and single-threaded products; when they make one
+ * chunk, they run on the calling thread and each product is split over the pool instead. The
+ * products run on the provider matmul takes for the compute dtype (gemm_provider.h: oneDNN's
+ * f32 blocks where OpenBLAS lacks the CPU's AVX-512, at about twice its rate). 16-bit floats
+ * are widened to f32, or go to oneDNN's convolution (conv_onednn.h) when it is chosen. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/conv_onednn.h"
+#include "backends/cpu/gemm_provider.h"
 #include "backends/cpu/gemm_tiles.h"
 #include "backends/cpu/k_nn.h"
 #include "core/error.h"
@@ -61,13 +64,13 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
     *hi = h < count ? (h > *lo ? h : *lo) : count;
 }
 
-/* C [M, N] (+= when acc) A [M, K] B [K, N] by element strides, split over the pool (inline
- * when called from a chunk); false when it could not allocate. */
-static bool product(kn_dtype dt, int64_t M, int64_t N, int64_t K, const void *a, int64_t ars, int64_t acs,
+/* C [M, N] (+= when acc) A [M, K] B [K, N] by element strides on provider fn's blocks, split
+ * over the pool (inline when called from a chunk); false when it could not allocate. */
+static bool product(kn_gemm_block_fn fn, kn_dtype dt, int64_t M, int64_t N, int64_t K, const void *a, int64_t ars, int64_t acs,
                     const void *b, int64_t brs, int64_t bcs, void *c, int64_t ldc, bool acc) {
     kn_gemm_block blk = {.dt = dt, .a = a, .b = b, .c = c, .ars = ars, .acs = acs, .brs = brs, .bcs = bcs,
                          .ldc = ldc, .M = M, .N = N, .K = K, .batches = 1, .accumulate = acc};
-    return kn_gemm_tiled(&blk, kn_gemm_openblas_block) == KN_GEMM_DONE;
+    return kn_gemm_tiled(&blk, fn) == KN_GEMM_DONE;
 }
 
 /* Runs jobs split into `chunks`: on the pool when there are several, else on this thread, so
@@ -103,6 +106,7 @@ static void regroup(void *dst, const void *src, size_t es, int64_t N, int64_t C,
 /* The work of one loop over images or (image, group) jobs; each T's chunk functions read it. */
 typedef struct conv_job {
     const kn_conv_geom *g;
+    kn_gemm_block_fn fn; /* the products' provider */
     const void *x, *w, *gy;
     void *y, *dw, *part; /* part: partial weight gradients of chunks 1.. (chunk 0's is dw) */
     int64_t cols, wsize;  /* the batched column matrix's width; the weight gradient's size */
@@ -183,7 +187,7 @@ SUM_PARTS(double)
             col2im_##T(g, (const T *)j->x + n * g->H * g->W, (T *)j->y + n * g->Coutg * g->OH * g->OW, j->cols); \
     }                                                                                                 \
     /* An ungrouped convolution of the whole batch as one GEMM. */                                   \
-    static bool conv_batched_##T(const kn_conv_geom *g, const T *x, const T *w, T *y, bool transposed) { \
+    static bool conv_batched_##T(const kn_conv_geom *g, kn_gemm_block_fn fn, const T *x, const T *w, T *y, bool transposed) { \
         int64_t N = g->N, OHW = g->OH * g->OW, HW = g->H * g->W, K = g->Cg * g->KH * g->KW;          \
         int64_t Kc = g->Coutg * g->KH * g->KW, cols = N * (transposed ? HW : OHW);                   \
         kept_buffer sa = scratch_take(0, sizeof(T) * (size_t)((transposed ? g->Cg : K) * cols));      \
@@ -192,11 +196,11 @@ SUM_PARTS(double)
         bool ok = a && b;                                                                             \
         if (ok && !transposed) {                                                                      \
             im2col_all_##T(g, x, a);                                                                  \
-            ok = product(DT, g->Coutg, cols, K, w, K, 1, a, cols, 1, b, cols, false);                 \
+            ok = product(fn, DT, g->Coutg, cols, K, w, K, 1, a, cols, 1, b, cols, false);                 \
             if (ok) regroup(y, b, sizeof(T), N, g->Coutg, OHW, false);                                \
         } else if (ok) {                                                                              \
             regroup(a, x, sizeof(T), N, g->Cg, HW, true);                                             \
-            ok = product(DT, Kc, cols, g->Cg, w, 1, Kc, a, cols, 1, b, cols, false);                  \
+            ok = product(fn, DT, Kc, cols, g->Cg, w, 1, Kc, a, cols, 1, b, cols, false);                  \
             memset(y, 0, sizeof(T) * (size_t)(N * g->Coutg * OHW));                                   \
             conv_job j = {.g = g, .x = b, .y = y, .cols = cols};                                      \
             if (ok) kn_parallel_for(N, Kc * HW, col2im_all_chunk_##T, &j);                            \
@@ -206,7 +210,7 @@ SUM_PARTS(double)
         return ok;                                                                                    \
     }                                                                                                 \
     /* conv2d's weight gradient as one GEMM: dw = rows(gy) [Coutg, N*OHW] col^T. */                  \
-    static bool conv_weight_grad_batched_##T(const kn_conv_geom *g, const T *gy, const T *x, T *dw) {    \
+    static bool conv_weight_grad_batched_##T(const kn_conv_geom *g, kn_gemm_block_fn fn, const T *gy, const T *x, T *dw) {    \
         int64_t OHW = g->OH * g->OW, cols = g->N * OHW, K = g->Cg * g->KH * g->KW;                   \
         kept_buffer sc = scratch_take(0, sizeof(T) * (size_t)(K * cols));                             \
         kept_buffer sg = scratch_take(1, sizeof(T) * (size_t)(g->Coutg * cols));                      \
@@ -215,7 +219,7 @@ SUM_PARTS(double)
         if (ok) {                                                                                     \
             im2col_all_##T(g, x, col);                                                                \
             regroup(gyr, gy, sizeof(T), g->N, g->Coutg, OHW, true);                                   \
-            ok = product(DT, g->Coutg, K, cols, gyr, cols, 1, col, 1, cols, dw, K, false);            \
+            ok = product(fn, DT, g->Coutg, K, cols, gyr, cols, 1, col, 1, cols, dw, K, false);            \
         }                                                                                             \
         scratch_give(0, sc);                                                                          \
         scratch_give(1, sg);                                                                          \
@@ -229,18 +233,18 @@ SUM_PARTS(double)
         return g->G == 1 && per_image < BATCHED_BELOW && rows * g->N * per_image <= BATCHED_COLUMNS;  \
     }                                                                                                 \
     /* One (image, group) product; scratch holds a column matrix. */                                 \
-    static bool conv_one_##T(const kn_conv_geom *g, const T *x, const T *w, T *y, T *scratch, bool transposed) { \
+    static bool conv_one_##T(const kn_conv_geom *g, kn_gemm_block_fn fn, const T *x, const T *w, T *y, T *scratch, bool transposed) { \
         int64_t K = g->Cg * g->KH * g->KW, OHW = g->OH * g->OW, HW = g->H * g->W;                     \
         if (transposed) {                                                                             \
             int64_t Kc = g->Coutg * g->KH * g->KW;                                                    \
-            if (!product(DT, Kc, HW, g->Cg, w, 1, Kc, x, HW, 1, scratch, HW, false)) return false;    \
+            if (!product(fn, DT, Kc, HW, g->Cg, w, 1, Kc, x, HW, 1, scratch, HW, false)) return false;    \
             memset(y, 0, sizeof(T) * (size_t)(g->Coutg * OHW));                                       \
             col2im_##T(g, scratch, y, HW);                                                            \
             return true;                                                                              \
         }                                                                                             \
         bool direct = g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0; \
         if (!direct) im2col_##T(g, x, scratch, OHW);                                                  \
-        return product(DT, g->Coutg, OHW, K, w, K, 1, direct ? x : scratch, OHW, 1, y, OHW, false);   \
+        return product(fn, DT, g->Coutg, OHW, K, w, K, 1, direct ? x : scratch, OHW, 1, y, OHW, false);   \
     }                                                                                                 \
     /* Items are (image, group) jobs; the chunk's own column scratch. */                             \
     static void conv_jobs_chunk_##T(void *ctx, int64_t begin, int64_t end, int chunk) {               \
@@ -251,17 +255,17 @@ SUM_PARTS(double)
         T *scratch = malloc(sizeof(T) * (size_t)(j->cols > 0 ? j->cols : 1));                         \
         bool ok = scratch != NULL;                                                                    \
         for (int64_t i = begin; i < end && ok; i++)                                                   \
-            ok = conv_one_##T(g, (const T *)j->x + i * x_step, (const T *)j->w + (i % g->G) * w_step,  \
+            ok = conv_one_##T(g, j->fn, (const T *)j->x + i * x_step, (const T *)j->w + (i % g->G) * w_step,  \
                               (T *)j->y + i * y_step, scratch, j->transposed);                        \
         free(scratch);                                                                                \
         if (!ok) atomic_store(&j->failed, true);                                                      \
     }                                                                                                 \
-    static bool conv_all_##T(const kn_conv_geom *g, const T *x, const T *w, T *y, bool transposed) {     \
-        if (use_batched_##T(g, transposed)) return conv_batched_##T(g, x, w, y, transposed);          \
+    static bool conv_all_##T(const kn_conv_geom *g, kn_gemm_block_fn fn, const T *x, const T *w, T *y, bool transposed) {     \
+        if (use_batched_##T(g, transposed)) return conv_batched_##T(g, fn, x, w, y, transposed);          \
         int64_t jobs = g->N * g->G, OHW = g->OH * g->OW, HW = g->H * g->W;                            \
         int64_t col = transposed ? g->Coutg * g->KH * g->KW * HW : g->Cg * g->KH * g->KW * OHW;       \
         int64_t flops = 2 * g->Coutg * OHW * g->Cg * g->KH * g->KW;                                   \
-        conv_job j = {.g = g, .x = x, .w = w, .y = y, .cols = col, .transposed = transposed};         \
+        conv_job j = {.g = g, .fn = fn, .x = x, .w = w, .y = y, .cols = col, .transposed = transposed};         \
         run_jobs(jobs, kn_parallel_chunks(jobs, flops / KN_GEMM_FLOPS_PER_COST + col), conv_jobs_chunk_##T, &j); \
         return !atomic_load(&j.failed);                                                               \
     }                                                                                                 \
@@ -277,7 +281,7 @@ SUM_PARTS(double)
         for (int64_t i = begin; i < end && ok; i++) {                                                 \
             const T *xi = (const T *)j->x + i * g->Cg * g->H * g->W;                                  \
             if (!direct) im2col_##T(g, xi, scratch, OHW);                                             \
-            ok = product(DT, g->Coutg, K, OHW, (const T *)j->gy + i * g->Coutg * OHW, OHW, 1,         \
+            ok = product(j->fn, DT, g->Coutg, K, OHW, (const T *)j->gy + i * g->Coutg * OHW, OHW, 1,         \
                          direct ? xi : scratch, 1, OHW, acc + (i % g->G) * g->Coutg * K, K, true);    \
         }                                                                                             \
         free(scratch);                                                                                \
@@ -285,15 +289,15 @@ SUM_PARTS(double)
     }                                                                                                 \
     /* conv2d's weight gradient: dw[g] = sum over images of gy[n, g] im2col(x[n, g])^T, one partial \
      * sum per chunk (chunk 0's is dw itself), added up in chunk order. */                          \
-    static bool conv_weight_grad_##T(const kn_conv_geom *g, const T *gy, const T *x, T *dw) {            \
-        if (use_batched_##T(g, false)) return conv_weight_grad_batched_##T(g, gy, x, dw);             \
+    static bool conv_weight_grad_##T(const kn_conv_geom *g, kn_gemm_block_fn fn, const T *gy, const T *x, T *dw) {            \
+        if (use_batched_##T(g, false)) return conv_weight_grad_batched_##T(g, fn, gy, x, dw);             \
         int64_t jobs = g->N * g->G, OHW = g->OH * g->OW, K = g->Cg * g->KH * g->KW;                   \
         int64_t wsize = g->G * g->Coutg * K, flops = 2 * g->Coutg * K * OHW;                          \
         int chunks = kn_parallel_chunks(jobs, flops / KN_GEMM_FLOPS_PER_COST + K * OHW);                      \
         T *part = chunks > 1 ? calloc((size_t)((chunks - 1) * wsize), sizeof(T)) : NULL;              \
         if (chunks > 1 && !part) return false;                                                        \
         memset(dw, 0, sizeof(T) * (size_t)wsize);                                                     \
-        conv_job j = {.g = g, .x = x, .gy = gy, .dw = dw, .part = part, .wsize = wsize};              \
+        conv_job j = {.g = g, .fn = fn, .x = x, .gy = gy, .dw = dw, .part = part, .wsize = wsize};              \
         run_jobs(jobs, chunks, weight_grad_chunk_##T, &j);                                            \
         j.cols = chunks - 1; /* the partials to add */                                                \
         if (chunks > 1) kn_parallel_for(wsize, chunks, sum_parts_chunk_##T, &j);                      \
@@ -344,6 +348,7 @@ static kn_conv_geom geom_of(const kn_node *n) {
 typedef struct conv_operands {
     kn_tensor *a, *b, *out;
     bool onednn;
+    kn_gemm_block_fn gemm; /* im2col's products: the provider matmul takes in the compute dtype */
 } conv_operands;
 
 static kn_status operands_of(kn_node *n, kn_conv_kind kind, const kn_conv_geom *dg, conv_operands *o) {
@@ -351,6 +356,7 @@ static kn_status operands_of(kn_node *n, kn_conv_kind kind, const kn_conv_geom *
     kn_dtype ct = kn_nn_compute_dtype(out->dtype);
     *o = (conv_operands){0};
     kn_status st = kn_conv_select(kind, out->dtype, dg, &o->onednn);
+    if (st == KN_OK) st = kn_gemm_select_block(ct, &o->gemm);
     if (st != KN_OK) return st;
     kn_dtype rt = o->onednn ? out->dtype : ct;
     o->a = kn_nn_work(n->in[0], rt), o->b = kn_nn_work(n->in[1], rt), o->out = kn_nn_work_out(out, ct);
@@ -394,7 +400,7 @@ static kn_status conv_kernel(kn_node *n, bool transposed) {
     void *x = o.a ? kn_tensor_data(o.a) : NULL, *w = o.b ? kn_tensor_data(o.b) : NULL;
     void *y = o.out ? kn_tensor_data(o.out) : NULL;
     if (st == KN_OK && !o.onednn)
-        st = (ct == KN_F64 ? conv_all_double(&g, x, w, y, transposed) : conv_all_float(&g, x, w, y, transposed))
+        st = (ct == KN_F64 ? conv_all_double(&g, o.gemm, x, w, y, transposed) : conv_all_float(&g, o.gemm, x, w, y, transposed))
                  ? KN_OK
                  : KN_ERR_OOM;
     if (st == KN_OK && bias) add_bias(ct, y, bias, g.N, out->shape[1], g.OH * g.OW);
@@ -418,8 +424,8 @@ kn_status kn_nn_conv2d_backward_weight_kernel(kn_node *n) {
     kn_status st = operands_of(n, KN_CONV_WEIGHT_GRAD, &g, &o);
     if (st == KN_OK && !o.onednn) {
         void *gy = kn_tensor_data(o.a), *x = kn_tensor_data(o.b), *dw = kn_tensor_data(o.out);
-        bool ok = kn_nn_compute_dtype(out->dtype) == KN_F64 ? conv_weight_grad_double(&g, gy, x, dw)
-                                                            : conv_weight_grad_float(&g, gy, x, dw);
+        bool ok = kn_nn_compute_dtype(out->dtype) == KN_F64 ? conv_weight_grad_double(&g, o.gemm, gy, x, dw)
+                                                            : conv_weight_grad_float(&g, o.gemm, gy, x, dw);
         st = ok ? KN_OK : KN_ERR_OOM;
     }
     return finish(n, &o, st);
