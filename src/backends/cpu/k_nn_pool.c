@@ -65,6 +65,15 @@ typedef struct pool_ctx {
         }                                                                                                \
     }
 
+/* The taps [lo, hi) of a window starting at `start` (taps `step` apart, `taps` of them) that
+ * fall inside [0, size): found once per window, so the loops over them test no bounds. */
+static inline void taps_inside(int64_t start, int64_t step, int64_t taps, int64_t size, int64_t *lo, int64_t *hi) {
+    int64_t l = start >= 0 ? 0 : (-start + step - 1) / step;
+    int64_t h = start >= size ? 0 : (size - 1 - start) / step + 1;
+    *lo = imin(l, taps);
+    *hi = imax(imin(h, taps), *lo);
+}
+
 /* The window attributes of max_pool2d and avg_pool2d. */
 #define WINDOW(a)                                                                                        \
     const int64_t KH = a->kernel[0], KW = a->kernel[1], SH = a->stride[0], SW = a->stride[1];            \
@@ -72,24 +81,39 @@ typedef struct pool_ctx {
     (void)DH, (void)DW;
 
 #define POOL_IMPL(T)                                                                                     \
+    /* One tap of a row of max_pool's windows: columns [lo, hi) read x at ow * sw + off. */         \
+    static inline void max_taps_##T(const T *restrict xr, T *restrict yr, int64_t *restrict ir, int64_t lo, \
+                                    int64_t hi, int64_t sw, int64_t off, int64_t base) {                 \
+        for (int64_t ow = lo; ow < hi; ow++) {                                                           \
+            const T v = xr[ow * sw + off];                                                               \
+            /* the first tap inside, a larger value, or NaN (which wins; the last one's index is    \
+             * kept), as in PyTorch */                                                               \
+            const bool take = (ir[ow] < 0) | (v > yr[ow]) | (v != v);                                   \
+            yr[ow] = take ? v : yr[ow];                                                                  \
+            ir[ow] = take ? base + ow * sw + off : ir[ow];                                               \
+        }                                                                                                \
+    }                                                                                                    \
+    /* Taps outer, output columns inner: the inner loop has no dependence between columns, so   \
+     * it runs as vector compares and selects (per column the taps still come in (kh, kw)     \
+     * order, which decides ties and NaNs). */                                                     \
     ROWS_FN(max_pool, T, {                                                                               \
         WINDOW(c->a)                                                                                     \
-        for (int64_t ow = 0; ow < p->OW; ow++) {                                                         \
-            int64_t h0 = oh * SH - PH, w0 = ow * SW - PW, best_i = -1;                                   \
-            T best = -INFINITY;                                                                          \
-            for (int64_t kh = 0; kh < KH; kh++) {                                                        \
-                int64_t ih = h0 + kh * DH;                                                               \
-                if (ih < 0 || ih >= p->H) continue;                                                      \
-                for (int64_t kw = 0; kw < KW; kw++) {                                                    \
-                    int64_t iw = w0 + kw * DW;                                                           \
-                    if (iw < 0 || iw >= p->W) continue;                                                  \
-                    T v = x[(q * p->H + ih) * p->W + iw];                                                \
-                    /* NaN wins and the last NaN's index is kept, as in PyTorch */                       \
-                    if (best_i < 0 || v > best || isnan(v)) best = v, best_i = ih * p->W + iw;           \
-                }                                                                                        \
+        T *restrict yr = y + row * p->OW;                                                                \
+        int64_t *restrict ir = c->idx + row * p->OW;                                                     \
+        for (int64_t ow = 0; ow < p->OW; ow++) yr[ow] = -INFINITY, ir[ow] = -1;                          \
+        int64_t h0 = oh * SH - PH, kh_lo, kh_hi;                                                         \
+        taps_inside(h0, DH, KH, p->H, &kh_lo, &kh_hi);                                                   \
+        for (int64_t kh = kh_lo; kh < kh_hi; kh++) {                                                     \
+            const int64_t ih = h0 + kh * DH;                                                             \
+            const T *restrict xr = x + (q * p->H + ih) * p->W;                                           \
+            for (int64_t kw = 0; kw < KW; kw++) {                                                        \
+                const int64_t off = kw * DW - PW, lo = off >= 0 ? 0 : (-off + SW - 1) / SW;              \
+                const int64_t hi = imin(p->W - off <= 0 ? 0 : (p->W - off + SW - 1) / SW, p->OW);        \
+                /* strides 1 and 2 as constants, so that their loads vectorize */                    \
+                if (SW == 2) max_taps_##T(xr, yr, ir, lo, hi, 2, off, ih * p->W);                        \
+                else if (SW == 1) max_taps_##T(xr, yr, ir, lo, hi, 1, off, ih * p->W);                   \
+                else max_taps_##T(xr, yr, ir, lo, hi, SW, off, ih * p->W);                               \
             }                                                                                            \
-            int64_t k = row * p->OW + ow;                                                                \
-            y[k] = best, c->idx[k] = best_i;                                                             \
         }                                                                                                \
     })                                                                                                   \
     ROWS_FN(avg_pool, T, {                                                                               \
