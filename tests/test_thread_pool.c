@@ -1,7 +1,8 @@
 /* kiln's thread pool: every item of a loop runs exactly once, in the chunks the pool promised,
  * whatever the pool's size; loops inside loops and loops from two threads at once finish; the
- * chunk count depends only on the work and the size; a forked child has a working pool; and
- * many tiny loops in a row never lose a wake-up (a hang would end in ctest's timeout). */
+ * chunk count depends only on the work and the size; a forked child has a working pool; many
+ * tiny loops in a row never lose a wake-up (a hang would end in ctest's timeout); and stalled
+ * workers send loops to their owner alone for a while. */
 #define _DEFAULT_SOURCE /* usleep */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -145,6 +146,54 @@ static void test_many_tiny_loops(void) {
     kn_set_num_threads(2);
 }
 
+/* A chunk that a worker (not the loop's owner) runs sleeps `worker_sleep_us`, as a worker whose
+ * core another process holds would stall; `by_worker` counts such chunks. The owner's chunks
+ * take 200 us, which gives a sleeping worker time to wake and claim one. */
+typedef struct stall_ctx {
+    pthread_t owner;
+    int worker_sleep_us;
+    atomic_int by_worker;
+} stall_ctx;
+
+static void stall_chunk(void *ctx, int64_t begin, int64_t end, int chunk) {
+    stall_ctx *c = ctx;
+    if (pthread_equal(pthread_self(), c->owner)) {
+        usleep(200);
+        return;
+    }
+    atomic_fetch_add(&c->by_worker, 1);
+    if (c->worker_sleep_us) usleep((useconds_t)c->worker_sleep_us);
+}
+
+/* Runs loops until one has a chunk on a worker, at most `tries` of them; whether one did. */
+static bool a_worker_joins(stall_ctx *c, int tries) {
+    for (int i = 0; i < tries; i++) {
+        int before = atomic_load(&c->by_worker);
+        kn_parallel_run(64, 8, stall_chunk, c);
+        if (atomic_load(&c->by_worker) > before) return true;
+    }
+    return false;
+}
+
+/* Loops whose workers stall run on their owner alone for a while (thread_pool.h, "Stalls"),
+ * and then use the workers again. */
+static void test_stalled_workers_send_loops_solo(void) {
+    kn_set_num_threads(2);
+    stall_ctx c = {.owner = pthread_self(), .worker_sleep_us = 10 * KN_POOL_STALL_NS / 1000};
+    int stalled = 0;
+    for (int i = 0; i < KN_POOL_STALLS_TO_SOLO; i++) stalled += a_worker_joins(&c, 100);
+    CHECK_MSG(stalled == KN_POOL_STALLS_TO_SOLO, "only %d of %d loops reached a worker", stalled, KN_POOL_STALLS_TO_SOLO);
+    /* now solo: every chunk of the next loops runs on the owner */
+    int before = atomic_load(&c.by_worker);
+    for (int i = 0; i < 4; i++) kn_parallel_run(64, 8, stall_chunk, &c);
+    CHECK_MSG(atomic_load(&c.by_worker) == before, "%d chunks ran on a worker during the solo period",
+              atomic_load(&c.by_worker) - before);
+    /* after it, the workers take chunks again */
+    usleep(2 * KN_POOL_SOLO_NS / 1000);
+    c.worker_sleep_us = 0;
+    CHECK(a_worker_joins(&c, 100));
+}
+
 static void test_forked_child_has_a_pool(void) {
 #if defined(__SANITIZE_THREAD__)
     printf("  skip: ThreadSanitizer cannot start threads in a child forked from a threaded process\n");
@@ -169,6 +218,7 @@ int main(void) {
     RUN(test_loops_inside_loops_run_inline);
     RUN(test_two_threads_run_loops_at_once);
     RUN(test_many_tiny_loops);
+    RUN(test_stalled_workers_send_loops_solo);
     RUN(test_forked_child_has_a_pool);
     return test_summary();
 }

@@ -12,11 +12,13 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Idle spin, in pause instructions (~20 ns each here): about 50 us, enough to cover the gap
  * between two kernels of a stream, short enough that a sleeping pool costs no core. */
 #define SPINS 2500
+
 
 typedef struct pool {
     pthread_mutex_t lock;       /* resizing and starting workers */
@@ -36,6 +38,10 @@ typedef struct pool {
     atomic_int owner_sleeping;
     _Alignas(64) atomic_uint wake;      /* the newest loop id; idle workers sleep on it */
     atomic_int sleepers;
+
+    /* Stall tracking, read and written by the loop's owner only (the pool is held). */
+    unsigned window_loops, window_stalls;
+    int64_t solo_until; /* CLOCK_MONOTONIC ns */
 } pool;
 
 static pool P = {.lock = PTHREAD_MUTEX_INITIALIZER, .size = 1};
@@ -129,8 +135,27 @@ static bool take_pool(void) {
     return atomic_compare_exchange_strong(&P.held, &expected, true);
 }
 
+/* Every chunk on the calling thread; loops inside them run inline too. */
 static void run_inline(int64_t n, int chunks, kn_chunk_fn fn, void *ctx) {
+    bool was = in_pool;
+    in_pool = true;
     for (int c = 0; c < chunks; c++) fn(ctx, n * c / chunks, n * (c + 1) / chunks, c);
+    in_pool = was;
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Counts a loop that used the workers (stalled or not) and starts a solo period when the
+ * window holds enough stalls. */
+static void count_loop(bool stalled, int64_t now) {
+    P.window_stalls += stalled;
+    if (++P.window_loops < KN_POOL_WINDOW && P.window_stalls < KN_POOL_STALLS_TO_SOLO) return;
+    if (P.window_stalls >= KN_POOL_STALLS_TO_SOLO) P.solo_until = now + KN_POOL_SOLO_NS;
+    P.window_loops = P.window_stalls = 0;
 }
 
 void kn_parallel_run(int64_t n, int chunks, kn_chunk_fn fn, void *ctx) {
@@ -139,10 +164,13 @@ void kn_parallel_run(int64_t n, int chunks, kn_chunk_fn fn, void *ctx) {
     if (chunks > KN_MAX_CHUNKS) chunks = KN_MAX_CHUNKS;
     int size = atomic_load_explicit(&P.size, memory_order_relaxed);
     if (chunks <= 1 || size <= 1 || in_pool || !take_pool()) {
-        bool was = in_pool;
-        in_pool = true; /* loops inside these chunks run inline too */
         run_inline(n, chunks < 1 ? 1 : chunks, fn, ctx);
-        in_pool = was;
+        return;
+    }
+    const int64_t start = now_ns();
+    if (start < P.solo_until) {
+        run_inline(n, chunks, fn, ctx);
+        atomic_store_explicit(&P.held, false, memory_order_release);
         return;
     }
     if (P.started != size - 1) start_workers(size - 1);
@@ -157,6 +185,7 @@ void kn_parallel_run(int64_t n, int chunks, kn_chunk_fn fn, void *ctx) {
     in_pool = true;
     take_chunks(id);
     in_pool = false;
+    const int64_t own_done = now_ns();
 
     /* Wait for chunks other threads still run: spin briefly, then sleep, so that a worker that
      * shares its core with another process gets the core back sooner. */
@@ -169,6 +198,8 @@ void kn_parallel_run(int64_t n, int chunks, kn_chunk_fn fn, void *ctx) {
         while ((f = atomic_load(&P.finished)) != (unsigned)chunks) futex_wait(&P.finished, f);
         atomic_store(&P.owner_sleeping, 0);
     }
+    const int64_t end = now_ns(), waited = end - own_done;
+    count_loop(waited > KN_POOL_STALL_NS && waited > own_done - start, end);
     atomic_store_explicit(&P.held, false, memory_order_release);
 }
 
@@ -204,6 +235,7 @@ void kn_pool_resize(int threads) {
 /* A forked child has none of the parent's workers: it starts its own when it needs them. */
 static void forget_workers_in_child(void) {
     P.started = 0;
+    P.window_loops = P.window_stalls = 0, P.solo_until = 0;
     atomic_store(&P.held, false);
     atomic_store(&P.sleepers, 0);
     atomic_store(&P.owner_sleeping, 0);

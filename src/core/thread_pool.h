@@ -33,6 +33,18 @@ int kn_parallel_chunks(int64_t n, int64_t cost);
  * chunk, or while another thread's loop holds the pool, every chunk runs on the calling thread. */
 void kn_parallel_run(int64_t n, int chunks, kn_chunk_fn fn, void *ctx);
 
+/* Stalls. A loop whose owner, after its own chunks, waited over KN_POOL_STALL_NS for another
+ * thread's chunk, and longer than it worked itself, met a worker that was not running: another
+ * process holds that worker's core, and the owner waits out that process's time slice (ms).
+ * When KN_POOL_STALLS_TO_SOLO of the last KN_POOL_WINDOW loops that used the workers stalled,
+ * the owner runs every chunk itself for KN_POOL_SOLO_NS, then tries the workers again: with a
+ * core taken, the pool runs at one thread's speed rather than below it. The chunks are the
+ * same either way, so results do not change. */
+#define KN_POOL_STALL_NS 1000000
+#define KN_POOL_WINDOW 32
+#define KN_POOL_STALLS_TO_SOLO 4
+#define KN_POOL_SOLO_NS 50000000
+
 /* kn_parallel_run with kn_parallel_chunks(n, cost) chunks. */
 static inline void kn_parallel_for(int64_t n, int64_t cost, kn_chunk_fn fn, void *ctx) {
     kn_parallel_run(n, kn_parallel_chunks(n, cost), fn, ctx);
