@@ -188,6 +188,10 @@ static void test_stalled_workers_send_loops_solo(void) {
     for (int i = 0; i < 4; i++) kn_parallel_run(64, 8, stall_chunk, &c);
     CHECK_MSG(atomic_load(&c.by_worker) == before, "%d chunks ran on a worker during the solo period",
               atomic_load(&c.by_worker) - before);
+    kn_stats st;
+    kn_stats_get(&st);
+    CHECK_MSG(st.pool_stalls >= KN_POOL_STALLS_TO_SOLO && st.pool_solo_periods >= 1, "stats: %lld stalls, %lld solo periods",
+              (long long)st.pool_stalls, (long long)st.pool_solo_periods);
     /* after it, the workers take chunks again */
     usleep(2 * KN_POOL_SOLO_NS / 1000);
     c.worker_sleep_us = 0;

@@ -41,6 +41,10 @@ typedef struct kn_stats {
     int64_t host_fallbacks;      /* ops run on the host because a backend lacked them */
     int64_t ops_merged;          /* fused mode: ops not run because an earlier op of the window computed
                                     the same values, which no one else could see (common subexpressions) */
+    int64_t pool_stalls;         /* parallel loops whose owner waited out a worker that was not running
+                                    (another process held its core; core/thread_pool.h) */
+    int64_t pool_solo_periods;   /* times the thread pool ran its loops on their owners alone for a while
+                                    after such stalls */
     int64_t bytes_allocated;     /* bytes handed out by the caching allocators, in total */
     int64_t peak_bytes;          /* the most held at once, summed over devices */
 } kn_stats;

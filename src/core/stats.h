@@ -20,6 +20,8 @@ typedef enum kn_stat {
     KN_STAT_RECOMPILES,
     KN_STAT_HOST_FALLBACKS,
     KN_STAT_OPS_MERGED,
+    KN_STAT_POOL_STALLS,
+    KN_STAT_POOL_SOLO_PERIODS,
     KN_STAT_COUNT
 } kn_stat;
 

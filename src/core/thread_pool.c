@@ -4,6 +4,8 @@
  * The owner waits only for chunks that were claimed, never for a worker that did not start. */
 #include "core/thread_pool.h"
 
+#include "core/stats.h"
+
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -152,9 +154,13 @@ static int64_t now_ns(void) {
 /* Counts a loop that used the workers (stalled or not) and starts a solo period when the
  * window holds enough stalls. */
 static void count_loop(bool stalled, int64_t now) {
+    if (stalled) kn_stat_add(KN_STAT_POOL_STALLS, 1);
     P.window_stalls += stalled;
     if (++P.window_loops < KN_POOL_WINDOW && P.window_stalls < KN_POOL_STALLS_TO_SOLO) return;
-    if (P.window_stalls >= KN_POOL_STALLS_TO_SOLO) P.solo_until = now + KN_POOL_SOLO_NS;
+    if (P.window_stalls >= KN_POOL_STALLS_TO_SOLO) {
+        P.solo_until = now + KN_POOL_SOLO_NS;
+        kn_stat_add(KN_STAT_POOL_SOLO_PERIODS, 1);
+    }
     P.window_loops = P.window_stalls = 0;
 }
 
