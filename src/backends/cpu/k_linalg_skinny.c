@@ -1,10 +1,13 @@
 /* Products of a few rows (decode) with a weight stored [N, K] (a linear layer's weight, used
- * transposed), in f32, bf16 or f16: each weight row streams through once per row of a, 16-bit
- * ones widened to f32 in registers, tiles of weight rows spread over kiln's pool. Widening the
- * whole matrix into an f32 copy first, as the general 16-bit path does, writes twice the bytes
- * the product reads, on every call. Sums are f32. The AVX-512
- * tile is chosen at run time, so that a library built for a portable baseline (an installed
- * kiln) has it too. */
+ * transposed), in f32, bf16 or f16: each weight row streams through once per row of a, tiles of
+ * weight rows spread over kiln's pool. Widening the whole matrix into an f32 copy first, as the
+ * general 16-bit path does, writes twice the bytes the product reads, on every call. Sums are
+ * f32. The AVX-512 tiles are chosen at run time, so that a library built for a portable
+ * baseline (an installed kiln) has them too:
+ * - bf16 on a CPU with AVX512-BF16 multiplies pairs of bf16 as they are (vdpbf16ps): no widening
+ *   of either operand, half the instructions per weight byte of the widening tile;
+ * - otherwise 16-bit weights are widened to f32 in registers, against rows of a widened once.
+ * f32 rows of a with unit stride are read in place, so a decode step allocates nothing. */
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -16,7 +19,10 @@
 #include "backends/cpu/k_linalg_skinny.h"
 #include "core/thread_pool.h"
 
-enum { ROWS = 4 }; /* weight rows per tile: independent FMA chains, and a tile that stays in L1 */
+enum { ROWS = 4 };          /* weight rows per tile: independent FMA chains, and a tile that stays in L1 */
+enum { STAGE_ON_STACK = 4096 }; /* rows of a up to this many elements in all are staged on the stack */
+
+typedef enum { TILE_PORTABLE, TILE_AVX512, TILE_AVX512_BF16 } tile_kind;
 
 static inline float load_one(kn_dtype dt, const void *w, int64_t i) {
     switch (dt) {
@@ -51,9 +57,41 @@ __attribute__((target("avx512f"))) static int64_t dot_rows_avx512(kn_dtype dt, c
     y[2] = _mm512_reduce_add_ps(s2), y[3] = _mm512_reduce_add_ps(s3);
     return k;
 }
+
+/* y[r] = a . w_r for the nr rows of a tile, bf16 a and w: pairs of products summed into f32
+ * lanes by vdpbf16ps, 32 elements a step, the tail of K by masked loads. A partial tile reads
+ * its last row again in place of the missing ones, whose sums are dropped. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void dot_rows_bf16(const uint16_t *a, const char *w,
+                                                                                int64_t ldw_bytes, int nr,
+                                                                                int64_t K, float *y) {
+    const uint16_t *wr[ROWS];
+    for (int r = 0; r < ROWS; r++) wr[r] = (const uint16_t *)(const void *)(w + (r < nr ? r : nr - 1) * ldw_bytes);
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t k = 0;
+#define KN_BH(v) ((__m512bh)(v))
+    for (; k + 32 <= K; k += 32) {
+        __m512bh x = KN_BH(_mm512_loadu_si512(a + k));
+        s0 = _mm512_dpbf16_ps(s0, x, KN_BH(_mm512_loadu_si512(wr[0] + k)));
+        s1 = _mm512_dpbf16_ps(s1, x, KN_BH(_mm512_loadu_si512(wr[1] + k)));
+        s2 = _mm512_dpbf16_ps(s2, x, KN_BH(_mm512_loadu_si512(wr[2] + k)));
+        s3 = _mm512_dpbf16_ps(s3, x, KN_BH(_mm512_loadu_si512(wr[3] + k)));
+    }
+    if (k < K) {
+        const __mmask32 m = (__mmask32)((1u << (K - k)) - 1);
+        __m512bh x = KN_BH(_mm512_maskz_loadu_epi16(m, a + k));
+        s0 = _mm512_dpbf16_ps(s0, x, KN_BH(_mm512_maskz_loadu_epi16(m, wr[0] + k)));
+        s1 = _mm512_dpbf16_ps(s1, x, KN_BH(_mm512_maskz_loadu_epi16(m, wr[1] + k)));
+        s2 = _mm512_dpbf16_ps(s2, x, KN_BH(_mm512_maskz_loadu_epi16(m, wr[2] + k)));
+        s3 = _mm512_dpbf16_ps(s3, x, KN_BH(_mm512_maskz_loadu_epi16(m, wr[3] + k)));
+    }
+#undef KN_BH
+    const float sums[ROWS] = {_mm512_reduce_add_ps(s0), _mm512_reduce_add_ps(s1), _mm512_reduce_add_ps(s2),
+                              _mm512_reduce_add_ps(s3)};
+    for (int r = 0; r < nr; r++) y[r] = sums[r];
+}
 #endif
 
-/* y[r] = a . w_r for the ROWS (or fewer, nr) rows of a tile, over K elements. */
+/* y[r] = a . w_r for the ROWS (or fewer, nr) rows of a tile, over K elements of f32 a. */
 static void dot_rows(kn_dtype dt, const float *a, const char *w, int64_t ldw_bytes, int nr, int64_t K, float *y,
                      bool avx512) {
     int64_t k = 0;
@@ -81,23 +119,32 @@ static void dot_rows(kn_dtype dt, const float *a, const char *w, int64_t ldw_byt
 
 typedef struct skinny_job {
     kn_dtype dt;
-    const float *af; /* a widened, [M, K] */
+    tile_kind tile;
+    const void *a; /* rows of a at stride lda: bf16 as given for TILE_AVX512_BF16, else f32 */
+    int64_t lda;
     const char *w;
     void *c;
     int64_t ldw, M, N, K;
-    bool avx512;
 } skinny_job;
 
 /* Tiles [begin, end) of ROWS weight rows each; a tile's rows stay in cache across a's M rows. */
 static void skinny_tiles(void *ctx, int64_t begin, int64_t end, int chunk) {
+    (void)chunk;
     const skinny_job *j = ctx;
     const int64_t es = j->dt == KN_F32 ? 4 : 2;
     for (int64_t t = begin; t < end; t++) {
         const int64_t n0 = t * ROWS;
         const int nr = j->N - n0 < ROWS ? (int)(j->N - n0) : ROWS;
+        const char *wt = j->w + n0 * j->ldw * es;
         for (int64_t i = 0; i < j->M; i++) {
             float y[ROWS];
-            dot_rows(j->dt, j->af + i * j->K, j->w + n0 * j->ldw * es, j->ldw * es, nr, j->K, y, j->avx512);
+#ifdef KN_SKINNY_AVX512
+            if (j->tile == TILE_AVX512_BF16)
+                dot_rows_bf16((const uint16_t *)j->a + i * j->lda, wt, j->ldw * es, nr, j->K, y);
+            else
+#endif
+                dot_rows(j->dt, (const float *)j->a + i * j->lda, wt, j->ldw * es, nr, j->K, y,
+                         j->tile == TILE_AVX512);
             for (int r = 0; r < nr; r++) {
                 int64_t o = i * j->N + n0 + r;
                 if (j->dt == KN_F32) ((float *)j->c)[o] = y[r];
@@ -109,20 +156,37 @@ static void skinny_tiles(void *ctx, int64_t begin, int64_t end, int chunk) {
     }
 }
 
+static tile_kind pick_tile(kn_dtype dt) {
+#ifdef KN_SKINNY_AVX512
+    if (dt == KN_BF16 && __builtin_cpu_supports("avx512bf16")) return TILE_AVX512_BF16;
+    if (__builtin_cpu_supports("avx512f")) return TILE_AVX512;
+#else
+    (void)dt;
+#endif
+    return TILE_PORTABLE;
+}
+
 bool kn_cpu_skinny(kn_dtype dt, const void *a, int64_t ars, int64_t acs, const void *w, int64_t ldw, void *c,
                    int64_t M, int64_t N, int64_t K) {
-    float *af = malloc(sizeof(float) * (size_t)(M * K));
-    if (!af) return false;
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t k = 0; k < K; k++) af[i * K + k] = load_one(dt, a, i * ars + k * acs);
-#ifdef KN_SKINNY_AVX512
-    const bool avx512 = __builtin_cpu_supports("avx512f");
-#else
-    const bool avx512 = false;
-#endif
-    skinny_job job = {dt, af, w, c, ldw, M, N, K, avx512};
+    skinny_job job = {dt, pick_tile(dt), a, ars, w, c, ldw, M, N, K};
+    /* The tiles read a's rows contiguous and in their element type (bf16 for the bf16 tile, f32
+     * otherwise): rows already so are read in place, others are staged. */
+    const bool native = dt == KN_F32 || job.tile == TILE_AVX512_BF16;
+    float stack[STAGE_ON_STACK], *staged = NULL;
+    if (!native || acs != 1) {
+        const size_t bytes = (size_t)(M * K) * (native && dt != KN_F32 ? 2 : 4);
+        staged = bytes <= sizeof stack ? stack : malloc(bytes);
+        if (!staged) return false;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t k = 0; k < K; k++) {
+                const int64_t from = i * ars + k * acs;
+                if (native && dt != KN_F32) ((uint16_t *)staged)[i * K + k] = ((const uint16_t *)a)[from];
+                else staged[i * K + k] = load_one(dt, a, from);
+            }
+        job.a = staged, job.lda = K;
+    }
     const int64_t tiles = (N + ROWS - 1) / ROWS;
-    kn_parallel_for(tiles, M * K * ROWS / 4, skinny_tiles, &job);
-    free(af);
+    kn_parallel_for(tiles, M * K * ROWS * 4, skinny_tiles, &job);
+    if (staged != stack) free(staged);
     return true;
 }
