@@ -181,16 +181,18 @@ bool kn_cpu_skinny(kn_dtype dt, const void *a, int64_t ars, int64_t acs, const v
     /* The tiles read a's rows contiguous and in their element type (bf16 for the bf16 tile, f32
      * otherwise): rows already so are read in place, others are staged. */
     const bool native = dt == KN_F32 || job.tile == TILE_AVX512_BF16;
-    float stack[STAGE_ON_STACK], *staged = NULL;
+    union { float f[STAGE_ON_STACK]; uint16_t h[2 * STAGE_ON_STACK]; } stack;
+    void *staged = NULL;
     if (!native || acs != 1) {
-        const size_t bytes = (size_t)(M * K) * (native && dt != KN_F32 ? 2 : 4);
-        staged = bytes <= sizeof stack ? stack : malloc(bytes);
+        const bool halves = native && dt != KN_F32;
+        const size_t bytes = (size_t)(M * K) * (halves ? 2 : 4);
+        staged = bytes <= sizeof stack ? (void *)&stack : malloc(bytes);
         if (!staged) return false;
         for (int64_t i = 0; i < M; i++)
             for (int64_t k = 0; k < K; k++) {
                 const int64_t from = i * ars + k * acs;
-                if (native && dt != KN_F32) ((uint16_t *)staged)[i * K + k] = ((const uint16_t *)a)[from];
-                else staged[i * K + k] = load_one(dt, a, from);
+                if (halves) ((uint16_t *)staged)[i * K + k] = ((const uint16_t *)a)[from];
+                else ((float *)staged)[i * K + k] = load_one(dt, a, from);
             }
         job.a = staged, job.lda = K;
     }
@@ -200,6 +202,6 @@ bool kn_cpu_skinny(kn_dtype dt, const void *a, int64_t ars, int64_t acs, const v
      * thread, which was ~1.5x slower (f32, 2 threads), and a worker that loses its core mid-loop
      * holds back only a small chunk. */
     kn_parallel_for(tiles, M * K * job.rows * 4, skinny_tiles, &job);
-    if (staged != stack) free(staged);
+    if (staged != (void *)&stack) free(staged);
     return true;
 }
