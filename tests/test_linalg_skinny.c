@@ -1,7 +1,9 @@
 /* Matrix products in f32, bf16 and f16 against a float64 reference computed from the rounded
  * inputs: the decode shape (a few rows times a weight used transposed, which streams the
- * weight as it is, 16-bit ones widened in registers) and the general shape (BLAS; 16-bit
- * operands widened first), with odd sizes that leave vector tails, strided rows, and a batch. */
+ * weight as it is: bf16 pairs by vdpbf16ps where the CPU has AVX512-BF16, other 16-bit weights
+ * widened in registers) and the general shape (BLAS; 16-bit operands widened first), with odd
+ * sizes that leave vector tails and partial tiles, strided rows (staged on the stack or, when
+ * long, on the heap), and a batch. */
 #include <stdlib.h>
 
 #include "harness.h"
@@ -45,24 +47,36 @@ static void test_decode_shapes(void) {
         check_linear(dts[d], 1, 64, 288);
         check_linear(dts[d], 3, 130, 768);  /* a few rows at once */
         check_linear(dts[d], 8, 5, 7);      /* K shorter than one vector */
+        check_linear(dts[d], 2, 7, 33);     /* one bf16 pair step and a masked tail of 1; a tile of 3 rows */
+        check_linear(dts[d], 1, 6, 31);     /* a masked tail only; a tile of 2 rows */
         check_linear(dts[d], 17, 40, 96);   /* past the few-row path: SGEMM, 16-bit weights widened by panels */
         check_linear(dts[d], 20, 700, 20);  /* several panels, the last one partial */
     }
 }
 
 /* Rows of x that are not contiguous (a column slice) and a weight that is a slice of a wider
- * matrix: the kernel reads both through their strides. */
-static void test_strided_operands(void) {
+ * matrix: the kernel reads both through their strides, staging the rows of x. */
+static void check_strided(kn_dtype dt, int64_t M, int64_t N, int64_t K) {
     kn_scope_push();
-    const int64_t M = 2, N = 33, K = 50;
-    kn_tensor *xw = rand_tensor(KN_SHAPE(M, 2 * K), KN_BF16, -1, 1), *ww = rand_tensor(KN_SHAPE(N, K + 6), KN_BF16, -1, 1);
+    kn_tensor *xw = rand_tensor(KN_SHAPE(M, 2 * K), dt, -1, 1), *ww = rand_tensor(KN_SHAPE(N, K + 6), dt, -1, 1);
     kn_tensor *x = kn_slice(xw, 1, 0, 2 * K, 2), *w = kn_narrow(ww, 1, 3, K);
     double *a = read_f64(x), *wv = read_f64(w), *want = reference(a, wv, M, N, K);
+    char what[96];
+    snprintf(what, sizeof what, "strided %s rows [%lld, %lld] and weight [%lld, %lld]", kn_dtype_name(dt),
+             (long long)M, (long long)K, (long long)N, (long long)K);
     kn_tensor *y = kn_matmul(x, kn_transpose(w, 0, 1));
     CHECK_SHAPE(y, KN_SHAPE(M, N));
-    CHECK_CLOSE(y, want, sum_tol(KN_BF16, K), "strided bf16 rows and weight");
+    CHECK_CLOSE(y, want, sum_tol(dt, K), what);
     free(a), free(wv), free(want);
     kn_scope_pop();
+}
+
+static void test_strided_operands(void) {
+    kn_dtype dts[] = {KN_F32, KN_BF16, KN_F16};
+    for (int d = 0; d < 3; d++) {
+        check_strided(dts[d], 2, 33, 50);
+        check_strided(dts[d], 2, 9, 5000);  /* rows too long for the stack */
+    }
 }
 
 /* A batch of single rows (bmm) does not take the weight path; its results are the same. */

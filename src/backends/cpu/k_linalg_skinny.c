@@ -1,10 +1,13 @@
 /* Products of a few rows (decode) with a weight stored [N, K] (a linear layer's weight, used
- * transposed), in f32, bf16 or f16: each weight row streams through once per row of a, 16-bit
- * ones widened to f32 in registers, tiles of weight rows spread over kiln's pool. Widening the
- * whole matrix into an f32 copy first, as the general 16-bit path does, writes twice the bytes
- * the product reads, on every call. Sums are f32. The AVX-512
- * tile is chosen at run time, so that a library built for a portable baseline (an installed
- * kiln) has it too. */
+ * transposed), in f32, bf16 or f16: each weight row streams through once per row of a, tiles of
+ * weight rows spread over kiln's pool. Widening the whole matrix into an f32 copy first, as the
+ * general 16-bit path does, writes twice the bytes the product reads, on every call. Sums are
+ * f32. The AVX-512 tiles are chosen at run time, so that a library built for a portable
+ * baseline (an installed kiln) has them too:
+ * - bf16 on a CPU with AVX512-BF16 multiplies pairs of bf16 as they are (vdpbf16ps): no widening
+ *   of either operand, half the instructions per weight byte of the widening tile;
+ * - otherwise 16-bit weights are widened to f32 in registers, against rows of a widened once.
+ * f32 rows of a with unit stride are read in place, so a decode step allocates nothing. */
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -16,7 +19,13 @@
 #include "backends/cpu/k_linalg_skinny.h"
 #include "core/thread_pool.h"
 
-enum { ROWS = 4 }; /* weight rows per tile: independent FMA chains, and a tile that stays in L1 */
+/* Weight rows per tile: independent FMA chains sharing each load of a. The f32 tile streams
+ * best with 8 (110M shape: ~10% over 4); the bf16 pair tile, doing twice the elements per
+ * instruction, with 4 (finer tiles balance the chunks of the small products). */
+enum { ROWS = 8, ROWS_BF16 = 4 };
+enum { STAGE_ON_STACK = 4096 }; /* rows of a up to this many elements in all are staged on the stack */
+
+typedef enum { TILE_PORTABLE, TILE_AVX512, TILE_AVX512_BF16 } tile_kind;
 
 static inline float load_one(kn_dtype dt, const void *w, int64_t i) {
     switch (dt) {
@@ -27,49 +36,85 @@ static inline float load_one(kn_dtype dt, const void *w, int64_t i) {
 }
 
 #ifdef KN_SKINNY_AVX512
-/* The sums of a full tile over the multiples of 16 of K, 16 lanes a row; returns how far it got. */
-__attribute__((target("avx512f"))) static int64_t dot_rows_avx512(kn_dtype dt, const float *a, const char *w,
-                                                                  int64_t ldw_bytes, int64_t K, float *y) {
-    int64_t k = 0;
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    const char *w0 = w, *w1 = w + ldw_bytes, *w2 = w + 2 * ldw_bytes, *w3 = w + 3 * ldw_bytes;
+/* The sums of n rows over the multiples of 16 of K, 16 lanes a row; returns how far it got. */
+__attribute__((target("avx512f"), always_inline)) static inline int64_t
+dot_rows_avx512(kn_dtype dt, const float *a, const char *w, int64_t ldw_bytes, int64_t K, float *y, const int n) {
     const int64_t es = dt == KN_F32 ? 4 : 2;
-#define KN_WIDEN(p)                                                                                        \
-    (dt == KN_F32    ? _mm512_loadu_ps((const float *)(const void *)(p))                                   \
-     : dt == KN_BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(                                              \
-                           _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16)) \
-                     : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p))))
+    __m512 s[ROWS];
+    for (int r = 0; r < n; r++) s[r] = _mm512_setzero_ps();
+    int64_t k = 0;
     for (; k + 16 <= K; k += 16) {
-        __m512 x = _mm512_loadu_ps(a + k);
-        s0 = _mm512_fmadd_ps(x, KN_WIDEN(w0 + k * es), s0);
-        s1 = _mm512_fmadd_ps(x, KN_WIDEN(w1 + k * es), s1);
-        s2 = _mm512_fmadd_ps(x, KN_WIDEN(w2 + k * es), s2);
-        s3 = _mm512_fmadd_ps(x, KN_WIDEN(w3 + k * es), s3);
+        const __m512 x = _mm512_loadu_ps(a + k);
+#pragma GCC unroll 8
+        for (int r = 0; r < n; r++) {
+            const void *p = w + r * ldw_bytes + k * es;
+            const __m512 v = dt == KN_F32 ? _mm512_loadu_ps(p)
+                             : dt == KN_BF16
+                                 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p)), 16))
+                                 : _mm512_cvtph_ps(_mm256_loadu_si256(p));
+            s[r] = _mm512_fmadd_ps(x, v, s[r]);
+        }
     }
-#undef KN_WIDEN
-    y[0] = _mm512_reduce_add_ps(s0), y[1] = _mm512_reduce_add_ps(s1);
-    y[2] = _mm512_reduce_add_ps(s2), y[3] = _mm512_reduce_add_ps(s3);
+    for (int r = 0; r < n; r++) y[r] = _mm512_reduce_add_ps(s[r]);
     return k;
+}
+__attribute__((target("avx512f"))) static int64_t dot_rows_avx512_8(kn_dtype dt, const float *a, const char *w,
+                                                                    int64_t ldw_bytes, int64_t K, float *y) {
+    return dot_rows_avx512(dt, a, w, ldw_bytes, K, y, ROWS);
+}
+__attribute__((target("avx512f"))) static int64_t dot_rows_avx512_4(kn_dtype dt, const float *a, const char *w,
+                                                                    int64_t ldw_bytes, int64_t K, float *y) {
+    return dot_rows_avx512(dt, a, w, ldw_bytes, K, y, 4);
+}
+
+/* y[r] = a . w_r for the nr rows of a tile, bf16 a and w: pairs of products summed into f32
+ * lanes by vdpbf16ps, 32 elements a step, the tail of K by masked loads. A partial tile reads
+ * its last row again in place of the missing ones, whose sums are dropped. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void dot_rows_bf16(const uint16_t *a, const char *w,
+                                                                                int64_t ldw_bytes, int nr,
+                                                                                int64_t K, float *y) {
+    const uint16_t *wr[ROWS_BF16];
+    __m512 s[ROWS_BF16];
+    for (int r = 0; r < ROWS_BF16; r++) {
+        wr[r] = (const uint16_t *)(const void *)(w + (r < nr ? r : nr - 1) * ldw_bytes);
+        s[r] = _mm512_setzero_ps();
+    }
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {
+        const __m512bh x = (__m512bh)_mm512_loadu_si512(a + k);
+#pragma GCC unroll 4
+        for (int r = 0; r < ROWS_BF16; r++) s[r] = _mm512_dpbf16_ps(s[r], x, (__m512bh)_mm512_loadu_si512(wr[r] + k));
+    }
+    if (k < K) {
+        const __mmask32 m = (__mmask32)((1u << (K - k)) - 1);
+        const __m512bh x = (__m512bh)_mm512_maskz_loadu_epi16(m, a + k);
+        for (int r = 0; r < ROWS_BF16; r++)
+            s[r] = _mm512_dpbf16_ps(s[r], x, (__m512bh)_mm512_maskz_loadu_epi16(m, wr[r] + k));
+    }
+    for (int r = 0; r < nr; r++) y[r] = _mm512_reduce_add_ps(s[r]);
 }
 #endif
 
-/* y[r] = a . w_r for the ROWS (or fewer, nr) rows of a tile, over K elements. */
+/* y[r] = a . w_r for the ROWS (or fewer, nr) rows of a tile, over K elements of f32 a. A
+ * partial tile of 4 rows or more runs its first 4 as a vector tile, so that every row's sum
+ * is the one of the 4-row tiles the kernel had before (the same f32 bits in decode). */
 static void dot_rows(kn_dtype dt, const float *a, const char *w, int64_t ldw_bytes, int nr, int64_t K, float *y,
                      bool avx512) {
     int64_t k = 0;
+    int vec_rows = 0;
 #ifdef KN_SKINNY_AVX512
-    if (avx512 && nr == ROWS) k = dot_rows_avx512(dt, a, w, ldw_bytes, K, y);
-    else
+    if (avx512 && nr == ROWS) vec_rows = ROWS, k = dot_rows_avx512_8(dt, a, w, ldw_bytes, K, y);
+    else if (avx512 && nr >= 4) vec_rows = 4, k = dot_rows_avx512_4(dt, a, w, ldw_bytes, K, y);
+#else
+    (void)avx512;
 #endif
-    {
-        for (int r = 0; r < nr; r++) y[r] = 0;
-    }
-    /* The tail (and the whole product where no vector path applies): 8 partial sums per row,
-     * which the compiler keeps in one vector. */
+    /* The tail of the vector rows, and the whole of the others: 8 partial sums per row, which
+     * the compiler keeps in one vector. */
     for (int r = 0; r < nr; r++) {
         const char *wr = w + r * ldw_bytes;
         float part[8] = {0};
-        int64_t j = k;
+        int64_t j = r < vec_rows ? k : 0;
+        if (r >= vec_rows) y[r] = 0;
         for (; j + 8 <= K; j += 8)
             for (int l = 0; l < 8; l++) part[l] += a[j + l] * load_one(dt, wr, j + l);
         float s = 0;
@@ -81,23 +126,33 @@ static void dot_rows(kn_dtype dt, const float *a, const char *w, int64_t ldw_byt
 
 typedef struct skinny_job {
     kn_dtype dt;
-    const float *af; /* a widened, [M, K] */
+    tile_kind tile;
+    const void *a; /* rows of a at stride lda: bf16 as given for TILE_AVX512_BF16, else f32 */
+    int64_t lda;
     const char *w;
     void *c;
     int64_t ldw, M, N, K;
-    bool avx512;
+    int rows; /* weight rows per tile */
 } skinny_job;
 
-/* Tiles [begin, end) of ROWS weight rows each; a tile's rows stay in cache across a's M rows. */
+/* Tiles [begin, end) of j->rows weight rows each; a tile's rows stay in cache across a's M rows. */
 static void skinny_tiles(void *ctx, int64_t begin, int64_t end, int chunk) {
+    (void)chunk;
     const skinny_job *j = ctx;
     const int64_t es = j->dt == KN_F32 ? 4 : 2;
     for (int64_t t = begin; t < end; t++) {
-        const int64_t n0 = t * ROWS;
-        const int nr = j->N - n0 < ROWS ? (int)(j->N - n0) : ROWS;
+        const int64_t n0 = t * j->rows;
+        const int nr = j->N - n0 < j->rows ? (int)(j->N - n0) : j->rows;
+        const char *wt = j->w + n0 * j->ldw * es;
         for (int64_t i = 0; i < j->M; i++) {
             float y[ROWS];
-            dot_rows(j->dt, j->af + i * j->K, j->w + n0 * j->ldw * es, j->ldw * es, nr, j->K, y, j->avx512);
+#ifdef KN_SKINNY_AVX512
+            if (j->tile == TILE_AVX512_BF16)
+                dot_rows_bf16((const uint16_t *)j->a + i * j->lda, wt, j->ldw * es, nr, j->K, y);
+            else
+#endif
+                dot_rows(j->dt, (const float *)j->a + i * j->lda, wt, j->ldw * es, nr, j->K, y,
+                         j->tile == TILE_AVX512);
             for (int r = 0; r < nr; r++) {
                 int64_t o = i * j->N + n0 + r;
                 if (j->dt == KN_F32) ((float *)j->c)[o] = y[r];
@@ -109,20 +164,44 @@ static void skinny_tiles(void *ctx, int64_t begin, int64_t end, int chunk) {
     }
 }
 
+static tile_kind pick_tile(kn_dtype dt) {
+#ifdef KN_SKINNY_AVX512
+    if (dt == KN_BF16 && __builtin_cpu_supports("avx512bf16")) return TILE_AVX512_BF16;
+    if (__builtin_cpu_supports("avx512f")) return TILE_AVX512;
+#else
+    (void)dt;
+#endif
+    return TILE_PORTABLE;
+}
+
 bool kn_cpu_skinny(kn_dtype dt, const void *a, int64_t ars, int64_t acs, const void *w, int64_t ldw, void *c,
                    int64_t M, int64_t N, int64_t K) {
-    float *af = malloc(sizeof(float) * (size_t)(M * K));
-    if (!af) return false;
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t k = 0; k < K; k++) af[i * K + k] = load_one(dt, a, i * ars + k * acs);
-#ifdef KN_SKINNY_AVX512
-    const bool avx512 = __builtin_cpu_supports("avx512f");
-#else
-    const bool avx512 = false;
-#endif
-    skinny_job job = {dt, af, w, c, ldw, M, N, K, avx512};
-    const int64_t tiles = (N + ROWS - 1) / ROWS;
-    kn_parallel_for(tiles, M * K * ROWS / 4, skinny_tiles, &job);
-    free(af);
+    const tile_kind tile = pick_tile(dt);
+    skinny_job job = {dt, tile, a, ars, w, c, ldw, M, N, K, tile == TILE_AVX512_BF16 ? ROWS_BF16 : ROWS};
+    /* The tiles read a's rows contiguous and in their element type (bf16 for the bf16 tile, f32
+     * otherwise): rows already so are read in place, others are staged. */
+    const bool native = dt == KN_F32 || job.tile == TILE_AVX512_BF16;
+    union { float f[STAGE_ON_STACK]; uint16_t h[2 * STAGE_ON_STACK]; } stack;
+    void *staged = NULL;
+    if (!native || acs != 1) {
+        const bool halves = native && dt != KN_F32;
+        const size_t bytes = (size_t)(M * K) * (halves ? 2 : 4);
+        staged = bytes <= sizeof stack ? (void *)&stack : malloc(bytes);
+        if (!staged) return false;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t k = 0; k < K; k++) {
+                const int64_t from = i * ars + k * acs;
+                if (halves) ((uint16_t *)staged)[i * K + k] = ((const uint16_t *)a)[from];
+                else ((float *)staged)[i * K + k] = load_one(dt, a, from);
+            }
+        job.a = staged, job.lda = K;
+    }
+    const int64_t tiles = (N + job.rows - 1) / job.rows;
+    /* A streamed weight element counts as 4 of the grain's elements of simple code: a 288-wide
+     * product (decode of the 15M shape) then spreads over every chunk rather than running on one
+     * thread, which was ~1.5x slower (f32, 2 threads), and a worker that loses its core mid-loop
+     * holds back only a small chunk. */
+    kn_parallel_for(tiles, M * K * job.rows * 4, skinny_tiles, &job);
+    if (staged != (void *)&stack) free(staged);
     return true;
 }
