@@ -82,18 +82,15 @@ kn_status kn_nn_rms_norm_kernel(kn_node *n) { return trailing_norm(n, true); }
 APPLY_CHANNELS(float)
 APPLY_CHANNELS(double)
 
-/* Statistics of `chunks` runs of `len` elements each, `step` apart, starting at x. */
+/* Statistics of `chunks` runs of `len` elements each, `step` apart, starting at x, about its
+ * first value. */
 static void chunk_stats(kn_dtype ct, const void *x, int64_t chunks, int64_t len, int64_t step, double *mean,
                         double *var) {
-    double shift = 0, s = 0, ss = 0;
+    double shift = 0, sums[2];
     if (chunks && len) shift = ct == KN_F64 ? ((const double *)x)[0] : ((const float *)x)[0];
-    for (int64_t k = 0; k < chunks; k++) {
-        if (ct == KN_F64) add_stats_double((const double *)x + k * step, len, shift, &s, &ss);
-        else add_stats_float((const float *)x + k * step, len, shift, &s, &ss);
-    }
-    double count = (double)(chunks * len), m = count ? s / count : 0, v = count ? ss / count - m * m : 0;
-    *mean = shift + m;
-    *var = v > 0 ? v : 0;
+    if (ct == KN_F64) run_sums_double(x, NULL, chunks, len, step, shift, sums);
+    else run_sums_float(x, NULL, chunks, len, step, shift, sums);
+    stats_from_sums(sums, (double)(chunks * len), shift, mean, var);
 }
 
 /* Normalizes x [N, C, inner] with per-(n, c) scale/shift tables (entry c + n*C). */

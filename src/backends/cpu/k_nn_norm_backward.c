@@ -104,8 +104,8 @@ static kn_status norm_backward(kn_node *n, bool rms) {
 kn_status kn_nn_layer_norm_backward_kernel(kn_node *n) { return norm_backward(n, false); }
 kn_status kn_nn_rms_norm_backward_kernel(kn_node *n) { return norm_backward(n, true); }
 
-/* batch_norm's backward over x [N, C, inner], channels [begin, end) of a chunk. Pass 1 goes
- * over each (n, c) run while it is in cache: the forward's statistics (training; inference
+/* batch_norm's backward over x [N, C, inner], channels [begin, end) of a chunk. Pass 1 reads
+ * the channel's x and gy once (run_sums_grad): the forward's statistics (training; inference
  * takes the running ones) and, about the same shift, sum(gy) and sum(gy * (x - shift)), from
  * which sum(gy * xhat) = rstd * (sum(gy * (x - shift)) - (mean - shift) * sum(gy)) follows
  * without knowing the mean beforehand. Pass 2 writes dx = rstd * w * (gy - mean(gy) - xhat *
@@ -123,26 +123,6 @@ typedef struct bn_backward_ctx {
 } bn_backward_ctx;
 
 #define BATCH_NORM_BACKWARD(T)                                                                   \
-    /* Adds sum(g) and sum(g * (x - shift)) over n contiguous elements, in lanes as add_stats. */ \
-    static void add_grad_sums_##T(const T *restrict g, const T *restrict x, int64_t n, double shift, double *sg, \
-                                  double *sgx) {                                                \
-        const int64_t full = n / KN_LANES * KN_LANES;                                           \
-        double la[KN_LANES] = {0}, lb[KN_LANES] = {0}, a = 0, b = 0;                            \
-        for (int64_t i = 0; i < full; i += KN_LANES) {                                          \
-            double gv[KN_LANES], xv[KN_LANES];                                                  \
-            for (int k = 0; k < KN_LANES; k++) gv[k] = (double)g[i + k];                        \
-            for (int k = 0; k < KN_LANES; k++) xv[k] = (double)x[i + k] - shift;                \
-            for (int k = 0; k < KN_LANES; k++) la[k] += gv[k];                                  \
-            for (int k = 0; k < KN_LANES; k++) lb[k] += gv[k] * xv[k];                          \
-        }                                                                                       \
-        for (int64_t i = full; i < n; i++) {                                                    \
-            double gv = (double)g[i];                                                           \
-            a += gv;                                                                            \
-            b += gv * ((double)x[i] - shift);                                                   \
-        }                                                                                       \
-        for (int k = 0; k < KN_LANES; k++) a += la[k], b += lb[k];                              \
-        *sg += a, *sgx += b;                                                                    \
-    }                                                                                           \
     static void bn_backward_chunk_##T(void *ctx, int64_t begin, int64_t end, int chunk) {       \
         const bn_backward_ctx *c = ctx;                                                         \
         const int64_t N = c->N, inner = c->inner, step = c->C * inner;                          \
@@ -150,17 +130,11 @@ typedef struct bn_backward_ctx {
         for (int64_t ch = begin; ch < end; ch++) {                                              \
             const T *x0 = (const T *)c->x + ch * inner, *g0 = (const T *)c->gy + ch * inner;    \
             T *d0 = (T *)c->dx + ch * inner;                                                    \
-            double shift = !c->training ? c->rmean[ch] : count ? (double)x0[0] : 0;             \
-            double s = 0, ss = 0, sg = 0, sgx = 0, mean = c->rmean[ch], var = c->rvar[ch];      \
-            for (int64_t n = 0; n < N; n++) {                                                   \
-                if (c->training) add_stats_##T(x0 + n * step, inner, shift, &s, &ss);           \
-                add_grad_sums_##T(g0 + n * step, x0 + n * step, inner, shift, &sg, &sgx);       \
-            }                                                                                   \
-            if (c->training) { /* as the forward's chunk_stats */                               \
-                double m = count ? s / count : 0, v = count ? ss / count - m * m : 0;           \
-                mean = shift + m;                                                               \
-                var = v > 0 ? v : 0;                                                            \
-            }                                                                                   \
+            double shift = !c->training ? c->rmean[ch] : count ? (double)x0[0] : 0, sums[4];      \
+            double mean = c->rmean[ch], var = c->rvar[ch];                                      \
+            run_sums_grad_##T(x0, g0, N, inner, step, shift, sums);                                  \
+            if (c->training) stats_from_sums(sums, count, shift, &mean, &var); /* as chunk_stats */ \
+            double sg = sums[2], sgx = sums[3];                                                 \
             double rstd = 1.0 / sqrt(var + c->eps), sgxh = rstd * (sgx - (mean - shift) * sg);  \
             double k = rstd * c->w[ch];                                                         \
             c->dw[ch] = sgxh, c->db[ch] = sg;                                                   \
