@@ -214,6 +214,87 @@ static void test_norm_backward_matches_reference(void) {
                 KN_ERR_SHAPE, "same size");
 }
 
+/* batch_norm_backward (batch_norm's gradient kernel) against the textbook formulas per
+ * channel over (N, inner): training dx = rstd w (gy - mean(gy) - xhat mean(gy xhat)) with the
+ * batch statistics, inference dx = gy w rstd with the running ones (rm, rv; NULL in
+ * training); dweight = sum(gy xhat), dbias = sum(gy). */
+static void ref_batch_norm_backward(const double *gy, const double *x, const double *w, const double *rm,
+                                    const double *rv, int64_t N, int64_t C, int64_t inner, double eps, double *dx,
+                                    double *dw, double *db) {
+    for (int64_t c = 0; c < C; c++) {
+        double count = (double)(N * inner), mean = 0, var = 0, sg = 0, sgx = 0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < inner; i++) mean += x[(n * C + c) * inner + i] / count;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < inner; i++) var += pow(x[(n * C + c) * inner + i] - mean, 2) / count;
+        if (rm) mean = rm[c], var = rv[c];
+        double rstd = 1 / sqrt(var + eps);
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < inner; i++) {
+                int64_t e = (n * C + c) * inner + i;
+                sg += gy[e], sgx += gy[e] * (x[e] - mean) * rstd;
+            }
+        dw[c] = sgx, db[c] = sg;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < inner; i++) {
+                int64_t e = (n * C + c) * inner + i;
+                double xh = (x[e] - mean) * rstd;
+                dx[e] = rstd * w[c] * (rm ? gy[e] : gy[e] - sg / count - xh * sgx / count);
+            }
+    }
+}
+
+static void test_batch_norm_backward_matches_reference(void) {
+    /* odd sizes, N = 1, inner = 1 (x [N, C]), C = 1; the last, f32 only, runs on several
+     * threads (channels split among them) */
+    kn_shape shapes[] = {KN_SHAPE(3, 5, 7), KN_SHAPE(1, 4, 3, 5), KN_SHAPE(6, 3), KN_SHAPE(4, 1, 9),
+                         KN_SHAPE(8, 16, 24, 24)};
+    for (int si = 0; si < 5; si++)
+        for (int k = 0; k < (si == 4 ? 1 : 4); k++)
+            for (int mode = 0; mode < 3; mode++) { /* training with weight, without, inference */
+                kn_dtype dt = si == 4 ? KN_F32 : FLOAT_DTYPES[k];
+                kn_shape xs = shapes[si];
+                int64_t N = xs.v[0], C = xs.v[1], n = kn_shape_numel(xs), inner = n / (N * C);
+                kn_tensor *x = rand_tensor(xs, dt, -2, 3), *gy = rand_tensor(xs, dt, -1, 1);
+                kn_tensor *w = mode == 1 ? NULL : rand_tensor(KN_SHAPE(C), dt, 0.5, 1.5);
+                kn_tensor *rm = mode == 2 ? rand_tensor(KN_SHAPE(C), dt, -0.5, 0.5) : NULL;
+                kn_tensor *rv = mode == 2 ? rand_tensor(KN_SHAPE(C), dt, 0.5, 2) : NULL;
+                kn_tensor *dx = NULL, *dw = NULL, *db = NULL;
+                double *xv = read_f64(x), *gv = read_f64(gy), *wv = w ? read_f64(w) : NULL;
+                double *rmv = rm ? read_f64(rm) : NULL, *rvv = rv ? read_f64(rv) : NULL, ones[16];
+                double *want = malloc(sizeof(double) * (size_t)(n + 2 * C));
+                for (int c = 0; c < 16; c++) ones[c] = 1;
+                ref_batch_norm_backward(gv, xv, wv ? wv : ones, rmv, rvv, N, C, inner, 1e-5, want, want + n,
+                                        want + n + C);
+                CHECK(kn_batch_norm_backward(non_contiguous_copy(gy), x, w, rm, rv, mode != 2, 1e-5, &dx, &dw, &db) ==
+                      KN_OK);
+                /* dx cancels two means of the channel's values; the sums accumulate in double
+                 * and round once */
+                tolerance t = norm_tol(dt);
+                t.rtol *= 4, t.atol *= 4;
+                const char *what[] = {"training", "no weight", "inference"};
+                CHECK_CLOSE(dx, want, t, what[mode]);
+                CHECK_CLOSE(dw, want + n, norm_tol(dt), "dweight");
+                CHECK_CLOSE(db, want + n + C, norm_tol(dt), "dbias");
+                CHECK(kn_dtype_of(dx) == dt && kn_dtype_of(dw) == dt && kn_dtype_of(db) == dt);
+                free(xv), free(gv), free(wv), free(rmv), free(rvv), free(want);
+            }
+}
+
+static void test_batch_norm_backward_errors(void) {
+    kn_tensor *x = kn_zeros(KN_SHAPE(2, 4, 3), KN_F32), *v = kn_ones(KN_SHAPE(4), KN_F32), *dx = NULL;
+    CHECK_ERROR(kn_batch_norm_backward(kn_zeros(KN_SHAPE(2, 4, 2), KN_F32), x, NULL, NULL, NULL, true, 1e-5, &dx, NULL,
+                                       NULL) == KN_OK,
+                KN_ERR_SHAPE, "of one shape");
+    CHECK_ERROR(kn_batch_norm_backward(x, x, kn_ones(KN_SHAPE(3), KN_F32), NULL, NULL, true, 1e-5, &dx, NULL, NULL) ==
+                    KN_OK,
+                KN_ERR_SHAPE, "weight must be [4]");
+    CHECK_ERROR(kn_batch_norm_backward(x, x, NULL, NULL, NULL, false, 1e-5, &dx, NULL, NULL) == KN_OK, KN_ERR_ARG,
+                "both are required");
+    CHECK_ERROR(kn_batch_norm_backward(x, x, NULL, v, v, true, 1e-5, &dx, NULL, NULL) == KN_OK, KN_ERR_ARG,
+                "for inference");
+}
+
 int main(void) {
     RUN(test_batch_norm_running_stats_keep_their_owner);
     RUN(test_layer_norm_matches_reference);
@@ -223,5 +304,7 @@ int main(void) {
     RUN(test_batch_norm_on_a_strided_running_mean);
     RUN(test_norm_errors);
     RUN(test_norm_backward_matches_reference);
+    RUN(test_batch_norm_backward_matches_reference);
+    RUN(test_batch_norm_backward_errors);
     return test_summary();
 }

@@ -251,11 +251,13 @@ static void test_rules_agree_with_the_api(void) {
     CHECK(kn_max_pool2d(img, (kn_pool_opts){.kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true}) &&
           kn_adaptive_avg_pool2d(img, 2, 3) && kn_upsample_bilinear2d(img, 7, 9, true));
     kn_tensor *rm = kn_zeros(KN_SHAPE(4), KN_F32), *rv = kn_ones(KN_SHAPE(4), KN_F32);
-    CHECK(kn_batch_norm(img, rm, rv, NULL, NULL, true, 0.1, 1e-5) && kn_group_norm(img, 2, NULL, NULL, 1e-5));
+    kn_tensor *bn = kn_batch_norm(img, rm, rv, ln_w, NULL, true, 0.1, 1e-5);
+    CHECK(bn && kn_group_norm(img, 2, NULL, NULL, 1e-5));
     /* losses, attention, and their backward ops through autograd */
     kn_tensor *q = kn_requires_grad(kn_randn(KN_SHAPE(2, 5, 4), KN_F32), true);
     kn_tensor *att = kn_scaled_dot_product_attention(q, q, q, NULL, (kn_sdpa_opts){.causal = true});
-    kn_tensor *h = kn_layer_norm(kn_add(att, kn_sum(conv, KN_ALL_DIMS, false)), KN_SHAPE(4), ln_w, NULL, 1e-5);
+    kn_tensor *h = kn_layer_norm(kn_add(kn_add(att, kn_sum(conv, KN_ALL_DIMS, false)), kn_sum(bn, KN_ALL_DIMS, false)),
+                                 KN_SHAPE(4), ln_w, NULL, 1e-5);
     kn_tensor *logits = kn_reshape(kn_softmax(h, -1), KN_SHAPE(10, 4));
     kn_tensor *ce = kn_cross_entropy(logits, kn_zeros(KN_SHAPE(10), KN_I64), KN_CE_OPTS_DEFAULT);
     kn_tensor *loss = kn_add(ce, kn_mse_loss(kn_dropout(h, 0.5, true), kn_zeros_like(h), KN_REDUCTION_MEAN));
@@ -277,7 +279,7 @@ static void test_rules_agree_with_the_api(void) {
         KN_OP_dropout, KN_OP_bce_with_logits, KN_OP_adamw_update, KN_OP_sgd_update,
         /* backward ops, recorded by kn_backward */
         KN_OP_scaled_dot_product_attention_backward, KN_OP_layer_norm_backward, KN_OP_softmax_backward,
-        KN_OP_cross_entropy_backward, KN_OP_conv2d_backward_weight,
+        KN_OP_cross_entropy_backward, KN_OP_conv2d_backward_weight, KN_OP_batch_norm_backward,
     };
     for (size_t k = 0; k < sizeof sample / sizeof *sample; k++)
         CHECK_MSG(rule_checked[sample[k]] > 0, "%s was not recorded", kn_op_name(sample[k]));

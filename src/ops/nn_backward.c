@@ -33,6 +33,41 @@ kn_status kn_norm_backward(kn_tensor *gy, kn_tensor *x, kn_tensor *weight, int64
     return kn_op_run_to(&c, (kn_tensor **const[]){dx, dweight, dbias}, rms ? 2 : 3);
 }
 
+/* batch_norm_backward: gy and x [N, C, *] of one shape, the vectors [C], running statistics
+ * together and only in inference (where they are required); dx like x, dweight and dbias [C]. */
+KN_RULE(kn_infer_batch_norm_backward) {
+    const kn_tensor *gy = in[0], *x = in[1];
+    bool same = gy->ndim == x->ndim;
+    for (int d = 0; same && d < x->ndim; d++) same = gy->shape[d] == x->shape[d];
+    if (x->ndim < 2 || !same) KN_RULE_FAIL(KN_ERR_SHAPE, "gy and x must be [N, C, *] of one shape");
+    int64_t C = x->shape[1];
+    const kn_param *p = kn_op_params(op);
+    for (int s = KN_SLOT(batch_norm_backward, weight); s <= KN_SLOT(batch_norm_backward, running_var); s++) {
+        kn_status st = kn_nn_vector_why(kn_input_at(in, at, s), C, p[s].name, why, why_size);
+        if (st != KN_OK) return st;
+    }
+    bool has_mean = kn_input_pos(at, KN_SLOT(batch_norm_backward, running_mean)) >= 0;
+    bool has_var = kn_input_pos(at, KN_SLOT(batch_norm_backward, running_var)) >= 0;
+    if (at->batch_norm_backward.training ? has_mean || has_var : !has_mean || !has_var)
+        KN_RULE_FAIL(KN_ERR_ARG, "running_mean and running_var are for inference, where both are required");
+    kn_infer_out(r, x->dtype, x->shape, x->ndim);
+    kn_infer_out(r, x->dtype, &C, 1);
+    kn_infer_out(r, x->dtype, &C, 1);
+    return KN_OK;
+}
+
+kn_status kn_batch_norm_backward(kn_tensor *gy, kn_tensor *x, kn_tensor *weight, kn_tensor *running_mean,
+                                 kn_tensor *running_var, bool training, double eps, kn_tensor **dx,
+                                 kn_tensor **dweight, kn_tensor **dbias) {
+    kn_opctx c;
+    if (!kn_op_begin_slots(&c, KN_OP_batch_norm_backward, 5, (kn_tensor *[]){gy, x, weight, running_mean, running_var}))
+        return kn_last_status();
+    if (!kn_nn_prepare_input(&c, 0, x->dtype) || !kn_nn_prepare_input(&c, 1, x->dtype)) return kn_last_status();
+    *KN_ATTRS(c.node, batch_norm_backward) = (kn_attrs_batch_norm_backward){.training = training, .eps = eps};
+    if (!kn_op_outputs_inferred(&c)) return kn_last_status();
+    return kn_op_run_to(&c, (kn_tensor **const[]){dx, dweight, dbias}, 3);
+}
+
 /* conv2d_backward_weight: gy [N, Cout, OH, OW], x [N, C, H, W], channels divisible by groups;
  * dweight [Cout, C/groups, KH, KW]. */
 KN_RULE(kn_infer_conv2d_backward_weight) {

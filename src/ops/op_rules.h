@@ -80,6 +80,7 @@ KN_RULE(kn_infer_conv);
 KN_RULE(kn_infer_pool);
 KN_RULE(kn_infer_resize);
 KN_RULE(kn_infer_norm_backward);
+KN_RULE(kn_infer_batch_norm_backward);
 KN_RULE(kn_infer_conv2d_backward_weight);
 /* Losses, dropout, attention (ops/loss.c, loss_backward.c, attention.c). class_loss is
  * cross_entropy's and nll_loss's over the node's class-last layout. */

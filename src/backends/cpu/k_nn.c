@@ -53,6 +53,14 @@ kn_status kn_nn_write_vector(kn_tensor *t, const double *v) {
     return st;
 }
 
+void *kn_nn_narrow_vector(double *v, int64_t n, kn_dtype ct) {
+    if (!v || ct == KN_F64) return v;
+    float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; f && i < n; i++) f[i] = (float)v[i];
+    free(v);
+    return f;
+}
+
 const kn_kernel_reg kn_cpu_kernels_nn[] = {
     {KN_OP_layer_norm, kn_nn_layer_norm_kernel, KN_DTS_FLOAT},
     {KN_OP_rms_norm, kn_nn_rms_norm_kernel, KN_DTS_FLOAT},
@@ -67,6 +75,7 @@ const kn_kernel_reg kn_cpu_kernels_nn[] = {
     {KN_OP_upsample_bilinear2d, kn_nn_upsample_bilinear2d_kernel, KN_DTS_FLOAT},
     {KN_OP_layer_norm_backward, kn_nn_layer_norm_backward_kernel, KN_DTS_FLOAT},
     {KN_OP_rms_norm_backward, kn_nn_rms_norm_backward_kernel, KN_DTS_FLOAT},
+    {KN_OP_batch_norm_backward, kn_nn_batch_norm_backward_kernel, KN_DTS_FLOAT},
     {KN_OP_conv2d_backward_weight, kn_nn_conv2d_backward_weight_kernel, KN_DTS_FLOAT},
     {0},
 };

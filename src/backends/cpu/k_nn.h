@@ -18,6 +18,9 @@ kn_status kn_nn_finish(kn_tensor *out, kn_tensor *work, kn_status st);
 double *kn_nn_read_vector(kn_tensor *t, int64_t n, double fill);
 /* Writes v into the 1-d tensor t (any float dtype and stride). */
 kn_status kn_nn_write_vector(kn_tensor *t, const double *v);
+/* The malloc'd double vector v (taken over) as a malloc'd array of n values of the compute
+ * dtype ct (float or double); NULL when v is NULL or on OOM. */
+void *kn_nn_narrow_vector(double *v, int64_t n, kn_dtype ct);
 
 kn_status kn_nn_layer_norm_kernel(kn_node *n);
 kn_status kn_nn_rms_norm_kernel(kn_node *n);
@@ -32,6 +35,7 @@ kn_status kn_nn_upsample_nearest2d_kernel(kn_node *n);
 kn_status kn_nn_upsample_bilinear2d_kernel(kn_node *n);
 kn_status kn_nn_layer_norm_backward_kernel(kn_node *n);
 kn_status kn_nn_rms_norm_backward_kernel(kn_node *n);
+kn_status kn_nn_batch_norm_backward_kernel(kn_node *n);
 kn_status kn_nn_conv2d_backward_weight_kernel(kn_node *n);
 
 #endif

@@ -1,34 +1,15 @@
-/* CPU normalization kernels. Statistics accumulate in double in one vectorized pass over
- * values shifted by the first one (which keeps x^2 - mean^2 from cancelling); the result is
- * written in a second pass in the compute type (f32, or f64). */
+/* CPU normalization kernels, forward (backward: k_nn_norm_backward.c). Statistics accumulate
+ * in double in one vectorized pass (k_nn_norm_stats.h); the result is written in a second
+ * pass in the compute type (f32, or f64). */
 #include <math.h>
 #include <stdlib.h>
 
 #include "backends/cpu/k_nn.h"
-#include "backends/cpu/reduce_plan.h"
+#include "backends/cpu/k_nn_norm_stats.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 
 #define NORM_HELPERS(T)                                                                         \
-    /* Adds the sums of (x - shift) and its square over n contiguous elements, each in lanes    \
-     * (as KN_LANE_SUM) so that one pass vectorizes. */                                         \
-    static void add_stats_##T(const T *restrict x, int64_t n, double shift, double *s, double *ss) { \
-        const int64_t full = n / KN_LANES * KN_LANES;                                           \
-        double la[KN_LANES] = {0}, lb[KN_LANES] = {0}, a = 0, b = 0;                            \
-        for (int64_t i = 0; i < full; i += KN_LANES)                                            \
-            for (int k = 0; k < KN_LANES; k++) {                                                \
-                double v = (double)x[i + k] - shift;                                            \
-                la[k] += v;                                                                     \
-                lb[k] += v * v;                                                                 \
-            }                                                                                   \
-        for (int64_t i = full; i < n; i++) {                                                    \
-            double v = (double)x[i] - shift;                                                    \
-            a += v;                                                                             \
-            b += v * v;                                                                         \
-        }                                                                                       \
-        for (int k = 0; k < KN_LANES; k++) a += la[k], b += lb[k];                              \
-        *s += a, *ss += b;                                                                      \
-    }                                                                                           \
     static void scale_shift_##T(const T *restrict x, T *restrict y, int64_t n, T scale, T shift) { \
         for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale + shift;                            \
     }                                                                                           \
@@ -57,22 +38,13 @@
 NORM_HELPERS(float)
 NORM_HELPERS(double)
 
-/* The double vector v as a malloc'd array of the compute dtype (float or double). */
-static void *narrow_vector(double *v, int64_t n, kn_dtype ct) {
-    if (!v || ct == KN_F64) return v;
-    float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    for (int64_t i = 0; f && i < n; i++) f[i] = (float)v[i];
-    free(v);
-    return f;
-}
-
 static kn_status trailing_norm(kn_node *n, bool rms) {
     kn_tensor *out = n->out[0];
     const kn_attrs_layer_norm *a = KN_ATTRS(n, layer_norm); /* rms_norm's too (op_table.c) */
     int64_t inner = a->inner, rows = inner ? kn_numel(out) / inner : 0;
     kn_dtype ct = kn_nn_compute_dtype(out->dtype);
-    void *w = narrow_vector(kn_nn_read_vector(KN_INPUT(n, layer_norm, weight), inner, 1), inner, ct);
-    void *b = narrow_vector(kn_nn_read_vector(rms ? NULL : KN_INPUT(n, layer_norm, bias), inner, 0), inner, ct);
+    void *w = kn_nn_narrow_vector(kn_nn_read_vector(KN_INPUT(n, layer_norm, weight), inner, 1), inner, ct);
+    void *b = kn_nn_narrow_vector(kn_nn_read_vector(rms ? NULL : KN_INPUT(n, layer_norm, bias), inner, 0), inner, ct);
     kn_tensor *x = kn_nn_work(n->in[0], ct), *y = kn_nn_work_out(out, ct);
     kn_status st = w && b && x && y ? KN_OK : kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name(n->op));
     if (st == KN_OK && ct == KN_F64) {
@@ -93,101 +65,6 @@ static kn_status trailing_norm(kn_node *n, bool rms) {
 kn_status kn_nn_layer_norm_kernel(kn_node *n) { return trailing_norm(n, false); }
 kn_status kn_nn_rms_norm_kernel(kn_node *n) { return trailing_norm(n, true); }
 
-/* The norms' backward over rows: with xhat = (x - mean) * rstd (recomputed as the forward
- * does) and gw = gy * w, dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) (rms_norm: no
- * centering, no mean(gw) term). dweight = sum(gy * xhat) and dbias = sum(gy) over rows
- * accumulate in per-chunk partials (`part`: chunks x 2 x inner), summed in chunk order. */
-#define NORM_BACKWARD(T)                                                                         \
-    typedef struct norm_backward_ctx_##T {                                                      \
-        const T *gy, *x, *w;                                                                    \
-        T *dx, *part;                                                                           \
-        int64_t inner;                                                                          \
-        double eps;                                                                             \
-        bool rms;                                                                               \
-    } norm_backward_ctx_##T;                                                                    \
-    static void norm_backward_chunk_##T(void *ctx, int64_t begin, int64_t end, int chunk) {     \
-        const norm_backward_ctx_##T *c = ctx;                                                   \
-        const int64_t inner = c->inner, full = inner / KN_LANES * KN_LANES;                     \
-        const bool rms = c->rms;                                                                \
-        const T *restrict w = c->w;                                                             \
-        T *restrict pw = c->part + (int64_t)chunk * 2 * inner, *restrict pb = pw + inner;       \
-        for (int64_t r = begin; r < end; r++) {                                                 \
-            const T *restrict xr = c->x + r * inner, *restrict gr = c->gy + r * inner;          \
-            T *restrict dr = c->dx + r * inner;                                                 \
-            double shift = rms ? 0 : (double)xr[0], s = 0, ss = 0;                              \
-            add_stats_##T(xr, inner, shift, &s, &ss);                                           \
-            double m = s / (double)inner, var = ss / (double)inner - (rms ? 0 : m * m);         \
-            T mean = (T)(rms ? 0 : shift + m), rstd = (T)(1.0 / sqrt((var > 0 ? var : 0) + c->eps)); \
-            /* sums of gw and gw * xhat in lanes, as add_stats */                               \
-            T la[KN_LANES] = {0}, lb[KN_LANES] = {0}, a = 0, b = 0;                             \
-            for (int64_t i0 = 0; i0 < full; i0 += KN_LANES)                                     \
-                for (int k = 0; k < KN_LANES; k++) {                                            \
-                    const int64_t i = i0 + k;                                                   \
-                    T xh = (xr[i] - mean) * rstd, g = gr[i], gw = g * w[i];                     \
-                    la[k] += gw, lb[k] += gw * xh;                                              \
-                    pw[i] += g * xh, pb[i] += g;                                                \
-                }                                                                               \
-            for (int64_t i = full; i < inner; i++) {                                            \
-                T xh = (xr[i] - mean) * rstd, g = gr[i], gw = g * w[i];                         \
-                a += gw, b += gw * xh;                                                          \
-                pw[i] += g * xh, pb[i] += g;                                                    \
-            }                                                                                   \
-            for (int k = 0; k < KN_LANES; k++) a += la[k], b += lb[k];                          \
-            T ca = rms ? 0 : a / (T)inner, cb = b / (T)inner;                                   \
-            for (int64_t i = 0; i < inner; i++)                                                 \
-                dr[i] = rstd * (gr[i] * w[i] - ca - (xr[i] - mean) * rstd * cb);                \
-        }                                                                                       \
-    }                                                                                           \
-    static void norm_backward_##T(const T *gy, const T *x, T *dx, T *dw, T *db, int64_t rows, int64_t inner, \
-                                  const T *w, double eps, bool rms, T *part, int chunks) {      \
-        norm_backward_ctx_##T c = {.gy = gy, .x = x, .w = w, .dx = dx, .part = part, .inner = inner, .eps = eps, \
-                               .rms = rms};                                                     \
-        kn_parallel_run(rows, chunks, norm_backward_chunk_##T, &c);                             \
-        /* a few vectors: summed here rather than in another loop */                            \
-        for (int64_t i = 0; i < inner; i++) {                                                   \
-            double sw = 0, sb = 0;                                                              \
-            for (int t = 0; t < chunks; t++) sw += part[t * 2 * inner + i], sb += part[(t * 2 + 1) * inner + i]; \
-            dw[i] = (T)sw, db[i] = (T)sb;                                                       \
-        }                                                                                       \
-    }
-NORM_BACKWARD(float)
-NORM_BACKWARD(double)
-
-/* layer_norm_backward / rms_norm_backward (see nn.def). dbias is computed either way. */
-static kn_status norm_backward(kn_node *n, bool rms) {
-    kn_tensor *dx_out = n->out[0];
-    /* rms_norm_backward's attributes are layer_norm_backward's (op_table.c) */
-    const kn_attrs_layer_norm_backward *a = KN_ATTRS(n, layer_norm_backward);
-    int64_t inner = a->inner, rows = kn_numel(dx_out) / inner;
-    kn_dtype ct = kn_nn_compute_dtype(dx_out->dtype);
-    size_t es = kn_dtype_size(ct);
-    int chunks = kn_parallel_chunks(rows, inner * 4);
-    void *w = narrow_vector(kn_nn_read_vector(KN_INPUT(n, layer_norm_backward, weight), inner, 1), inner, ct);
-    void *part = calloc((size_t)(chunks * 2 * inner), es), *db = malloc((size_t)inner * es);
-    kn_tensor *gy = kn_nn_work(n->in[0], ct), *x = kn_nn_work(n->in[1], ct);
-    kn_tensor *dx = kn_nn_work_out(dx_out, ct), *dw = kn_nn_work_out(n->out[1], ct);
-    kn_tensor *dbt = rms ? NULL : kn_nn_work_out(n->out[2], ct);
-    kn_status st = w && part && db && gy && x && dx && dw && (rms || dbt)
-                       ? KN_OK
-                       : kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name(n->op));
-    void *dbp = dbt ? kn_tensor_data(dbt) : db;
-    if (st == KN_OK && ct == KN_F64)
-        norm_backward_double(kn_tensor_data(gy), kn_tensor_data(x), kn_tensor_data(dx), kn_tensor_data(dw), dbp, rows,
-                             inner, w, a->eps, rms, part, chunks);
-    else if (st == KN_OK)
-        norm_backward_float(kn_tensor_data(gy), kn_tensor_data(x), kn_tensor_data(dx), kn_tensor_data(dw), dbp, rows,
-                            inner, w, a->eps, rms, part, chunks);
-    free(w), free(part), free(db);
-    if (gy) kn_tensor_decref(gy);
-    if (x) kn_tensor_decref(x);
-    st = kn_nn_finish(dx_out, dx, st);
-    st = kn_nn_finish(n->out[1], dw, st);
-    return rms ? st : kn_nn_finish(n->out[2], dbt, st);
-}
-
-kn_status kn_nn_layer_norm_backward_kernel(kn_node *n) { return norm_backward(n, false); }
-kn_status kn_nn_rms_norm_backward_kernel(kn_node *n) { return norm_backward(n, true); }
-
 /* Per-channel affine y = x * scale[k] + shift[k] over x [N, C, inner], k = n * C + c: slabs
  * [begin, end) of the flat [N * C]. */
 #define APPLY_CHANNELS(T)                                                                        \
@@ -205,18 +82,15 @@ kn_status kn_nn_rms_norm_backward_kernel(kn_node *n) { return norm_backward(n, t
 APPLY_CHANNELS(float)
 APPLY_CHANNELS(double)
 
-/* Statistics of `chunks` runs of `len` elements each, `step` apart, starting at x. */
+/* Statistics of `chunks` runs of `len` elements each, `step` apart, starting at x, about its
+ * first value. */
 static void chunk_stats(kn_dtype ct, const void *x, int64_t chunks, int64_t len, int64_t step, double *mean,
                         double *var) {
-    double shift = 0, s = 0, ss = 0;
+    double shift = 0, sums[2];
     if (chunks && len) shift = ct == KN_F64 ? ((const double *)x)[0] : ((const float *)x)[0];
-    for (int64_t k = 0; k < chunks; k++) {
-        if (ct == KN_F64) add_stats_double((const double *)x + k * step, len, shift, &s, &ss);
-        else add_stats_float((const float *)x + k * step, len, shift, &s, &ss);
-    }
-    double count = (double)(chunks * len), m = count ? s / count : 0, v = count ? ss / count - m * m : 0;
-    *mean = shift + m;
-    *var = v > 0 ? v : 0;
+    if (ct == KN_F64) run_sums_double(x, NULL, chunks, len, step, shift, sums);
+    else run_sums_float(x, NULL, chunks, len, step, shift, sums);
+    stats_from_sums(sums, (double)(chunks * len), shift, mean, var);
 }
 
 /* Normalizes x [N, C, inner] with per-(n, c) scale/shift tables (entry c + n*C). */
