@@ -99,6 +99,9 @@ kn_backend *kn_backend_for(kn_device_type type);
 /* Whether a registered backend has device d (kn_device_available without starting the runtime,
  * for start-up itself). */
 bool kn_device_exists(kn_device d);
+/* Makes d (which exists) every thread's default device, for start-up's KILN_DEVICE: through
+ * kn_set_default_device it would wait on the start-up it is part of. */
+void kn_device_set_process_default(kn_device d);
 /* The same, initialized; NULL with an error if the device is not available. */
 kn_backend *kn_backend_get(kn_device device);
 

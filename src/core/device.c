@@ -120,6 +120,8 @@ kn_status kn_set_default_device(kn_device d) {
     return KN_OK;
 }
 
+void kn_device_set_process_default(kn_device d) { process_default = d; }
+
 kn_device kn_default_device(void) {
     kn_runtime_ready();
     return default_set ? thread_default : process_default;

@@ -131,7 +131,7 @@ static void start(void) {
             snprintf(msg, sizeof msg, "KILN_DEVICE=%s: no such device available (try cpu or meta)", s);
             start_fail(KN_ERR_DEVICE, msg);
         } else {
-            kn_set_default_device(d);
+            kn_device_set_process_default(d);
         }
     }
 }

@@ -1,0 +1,63 @@
+/* Variables read once at start-up (KILN_DEVICE, KILN_THREADS), each in a fresh process: the
+ * test binary runs itself as the child, whose first kiln call creates a tensor. A child that
+ * hangs (KILN_DEVICE once made start-up wait on itself) fails through `timeout`. */
+#define _GNU_SOURCE /* popen, readlink */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char self_path[PATH_MAX];
+
+/* The child's output for environment `env`; whether it exited with 0. */
+static bool run_child(const char *env, char *out, size_t size) {
+    char cmd[PATH_MAX + 160];
+    snprintf(cmd, sizeof cmd, "env -u KILN_DEVICE -u KILN_THREADS %s timeout 60 '%s' --start-child 2>&1", env,
+             self_path);
+    FILE *p = popen(cmd, "r");
+    if (!p) return false;
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = '\0';
+    return pclose(p) == 0;
+}
+
+static int start_child(void) {
+    kn_tensor *t = kn_randn(KN_SHAPE(4), KN_F32);
+    if (!t) {
+        printf("%s\n", kn_last_error());
+        return 1;
+    }
+    printf("tensor on %s, default %s, %d threads\n", kn_device_type_name(kn_device_of(t).type),
+           kn_device_type_name(kn_default_device().type), kn_get_num_threads());
+    kn_release(t);
+    return 0;
+}
+
+static void test_kiln_device_sets_the_default_device(void) {
+    char out[1024];
+    CHECK_MSG(run_child("KILN_DEVICE=cpu", out, sizeof out) && strstr(out, "tensor on cpu, default cpu"), "child: %s", out);
+    CHECK_MSG(run_child("KILN_DEVICE=meta", out, sizeof out) && strstr(out, "tensor on meta, default meta"), "child: %s",
+              out);
+    CHECK_MSG(!run_child("KILN_DEVICE=nonsense", out, sizeof out) &&
+                  strstr(out, "KILN_DEVICE=nonsense: no such device available (try cpu or meta)"),
+              "child: %s", out);
+}
+
+static void test_kiln_threads_sets_the_pool(void) {
+    char out[1024];
+    CHECK_MSG(run_child("KILN_THREADS=3", out, sizeof out) && strstr(out, ", 3 threads"), "child: %s", out);
+    CHECK_MSG(!run_child("KILN_THREADS=none", out, sizeof out) &&
+                  strstr(out, "KILN_THREADS=none: expected a positive number of threads"),
+              "child: %s", out);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--start-child") == 0) return start_child();
+    ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+    self_path[len > 0 ? len : 0] = '\0';
+    RUN(test_kiln_device_sets_the_default_device);
+    RUN(test_kiln_threads_sets_the_pool);
+    return test_summary();
+}
