@@ -239,6 +239,56 @@ static void test_clip_grad_norm(void) {
     CHECK_ERROR(kn_clip_grad_norm(NULL, 0, NAN, NULL) == KN_OK, KN_ERR_ARG, "max_norm");
 }
 
+/* p's values, bit for bit where they compare equal (no NaN here), against want. */
+static bool same_values(kn_tensor *p, kn_tensor *want) {
+    double *a = read_f64(p), *b = read_f64(want);
+    bool same = a && b;
+    for (int64_t i = 0; same && i < kn_numel(p); i++) same = a[i] == b[i];
+    free(a), free(b);
+    return same;
+}
+
+/* Clipping folded into the step (kn_clip_grad_norm_coef + kn_optimizer_step_scaled) updates
+ * params and state to the same floats as clipping the grads and stepping, for both optimizers
+ * and every float dtype, and leaves the grads as they were. */
+static void test_clip_folded_into_the_step_is_exact(void) {
+    for (int k = 0; k < 4; k++)
+        for (int sgd = 0; sgd < 2; sgd++) {
+            kn_dtype dt = FLOAT_DTYPES[k];
+            kn_tensor *pa[2] = {param(KN_SHAPE(30, 20), dt), param(KN_SHAPE(4001), dt)}, *pb[2], *ga[2];
+            for (int i = 0; i < 2; i++) pb[i] = kn_requires_grad(kn_clone(kn_detach(pa[i])), true);
+            kn_param_group gA = sgd ? kn_sgd_group(pa, 2, 0.1, 0.9, 0.01) : kn_adamw_group(pa, 2, 0.01, 0.1);
+            kn_param_group gB = sgd ? kn_sgd_group(pb, 2, 0.1, 0.9, 0.01) : kn_adamw_group(pb, 2, 0.01, 0.1);
+            kn_optimizer *A = sgd ? kn_sgd_new(&gA, 1) : kn_adamw_new(&gA, 1);
+            kn_optimizer *B = sgd ? kn_sgd_new(&gB, 1) : kn_adamw_new(&gB, 1);
+            for (int step = 0; step < 2; step++) {
+                for (int i = 0; i < 2; i++) {
+                    ga[i] = rand_tensor(kn_shape_of(pa[i]), dt, -1, 1);
+                    CHECK(kn_set_grad(pa[i], ga[i]) == KN_OK && kn_set_grad(pb[i], kn_clone(ga[i])) == KN_OK);
+                }
+                double ta = 0, tb = 0, coef = 0;
+                CHECK(kn_clip_grad_norm(pa, 2, 0.5, &ta) == KN_OK && kn_optimizer_step(A) == KN_OK);
+                CHECK(kn_clip_grad_norm_coef(pb, 2, 0.5, &tb, &coef) == KN_OK);
+                CHECK(kn_optimizer_step_scaled(B, coef) == KN_OK);
+                CHECK_MSG(ta == tb && coef < 1, "%s: totals %g and %g, factor %g", kn_dtype_name(dt), ta, tb, coef);
+                for (int i = 0; i < 2; i++) {
+                    CHECK_MSG(same_values(pb[i], pa[i]), "%s %s step %d: param %d differs from clip then step",
+                              kn_dtype_name(dt), sgd ? "sgd" : "adamw", step, i);
+                    CHECK_MSG(same_values(kn_grad(pb[i]), ga[i]), "%s: grad %d was changed", kn_dtype_name(dt), i);
+                }
+                for (int s = 0; s < kn_optimizer_state_count(A); s++)
+                    CHECK_MSG(same_values(kn_optimizer_state_tensor(B, s, NULL), kn_optimizer_state_tensor(A, s, NULL)),
+                              "%s: state %d differs", kn_dtype_name(dt), s);
+            }
+            double coef = 0;
+            CHECK(kn_clip_grad_norm_coef(pb, 2, 1e9, NULL, &coef) == KN_OK && coef == 1);
+            kn_optimizer_free(A);
+            kn_optimizer_free(B);
+        }
+    CHECK_ERROR(kn_clip_grad_norm_coef(NULL, 0, 1.0, NULL, NULL) == KN_OK, KN_ERR_NULL, "coef_out is NULL");
+    CHECK_ERROR(kn_optimizer_step_scaled(NULL, 1) == KN_OK, KN_ERR_NULL, "optimizer is NULL");
+}
+
 /* Saves opt's state to host, restores it into a fresh optimizer over copies of the params,
  * and checks that the next steps agree exactly. */
 static void test_state_restores_exactly(void) {
@@ -419,6 +469,7 @@ int main(void) {
     RUN(test_learning_rates_of_groups);
     RUN(test_lr_schedules);
     RUN(test_clip_grad_norm);
+    RUN(test_clip_folded_into_the_step_is_exact);
     RUN(test_state_restores_exactly);
     RUN(test_backward_accumulation_and_training);
     RUN(test_debug_mode_runs_the_updates);

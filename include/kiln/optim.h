@@ -64,6 +64,11 @@ KN_API void kn_optimizer_free(kn_optimizer *opt);
 /* Updates every param that has a gradient (kn_grad), with grad mode off; params without one
  * are skipped and their step counts stay. */
 KN_API kn_status kn_optimizer_step(kn_optimizer *opt);
+/* kn_optimizer_step with each gradient read as grad * grad_scale rounded to its dtype (what
+ * kn_mul_scalar would give), the .grad tensors left as they are: with the factor from
+ * kn_clip_grad_norm_coef it makes the same update, bit for bit, as kn_clip_grad_norm then
+ * kn_optimizer_step, without a pass writing the clipped gradients. */
+KN_API kn_status kn_optimizer_step_scaled(kn_optimizer *opt, double grad_scale);
 /* Forgets every param's gradient (torch's zero_grad(set_to_none=True)). */
 KN_API kn_status kn_optimizer_zero_grad(kn_optimizer *opt);
 
@@ -115,6 +120,10 @@ KN_API double kn_lr_at(const kn_lr_schedule *s, int64_t step);
  * for f32 grads); *total_norm_out (may be NULL) gets total. Gradients are replaced by their
  * scaled values (kn_set_grad); nothing changes when that factor is 1. */
 KN_API kn_status kn_clip_grad_norm(kn_tensor *const *params, int n, double max_norm, double *total_norm_out);
+/* The same measure, changing nothing: *coef_out gets the factor kn_clip_grad_norm would scale
+ * the gradients by (exactly 1 when it would leave them), for kn_optimizer_step_scaled. */
+KN_API kn_status kn_clip_grad_norm_coef(kn_tensor *const *params, int n, double max_norm, double *total_norm_out,
+                                        double *coef_out);
 
 #ifdef __cplusplus
 }

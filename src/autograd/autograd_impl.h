@@ -44,6 +44,7 @@ struct kn_ag_node {
     int pending;
     bool queued;
     kn_tensor *gbuf[KN_NODE_MAX_OUT];
+    uint8_t gbuf_own;        /* bit j: gbuf[j] is memory backward made for it alone (writable) */
 };
 
 kn_ag_meta *kn_ag_meta_share(kn_ag_meta *m);  /* another reference (NULL passes through) */

@@ -84,6 +84,15 @@ static kn_status accumulate(kn_tensor **slot, kn_tensor *g, bool own_storage) {
     return KN_OK;
 }
 
+/* accumulate into output j's gradient buffer of node n, noting whether that buffer is
+ * backward's own: a sum it made, or g when g is (own). */
+static kn_status accumulate_output(kn_ag_node *n, int j, kn_tensor *g, bool own) {
+    if (n->gbuf[j]) own = true;
+    kn_status st = accumulate(&n->gbuf[j], g, false);
+    n->gbuf_own = (uint8_t)(own ? n->gbuf_own | 1u << j : n->gbuf_own & ~(1u << j));
+    return st;
+}
+
 static kn_status check_saved(const kn_ag_node *n) {
     if (n->released)
         return kn_error(KN_ERR_ARG,
@@ -103,6 +112,20 @@ static kn_status check_saved(const kn_ag_node *n) {
     return KN_OK;
 }
 
+/* Whether window view n can add its gradient straight into the buffer its input's node
+ * already holds for it (backward's own memory of the right kind), instead of making a
+ * zero-filled buffer the size of the input and adding that: the three narrows of a fused
+ * qkv projection. */
+static bool adds_into_input(const kn_ag_node *n) {
+    kn_ag_meta *m = n->next[0];
+    if (!n->is_view || !m || !m->grad_fn || !(m->grad_fn->gbuf_own & 1u << m->out_index) || !n->gbuf[0] ||
+        !kn_grad_view_is_window(&n->view))
+        return false;
+    kn_tensor *buf = m->grad_fn->gbuf[m->out_index];
+    return buf && kn_is_contiguous(buf) && kn_dtype_of(buf) == kn_dtype_of(n->gbuf[0]) &&
+           kn_dtype_of(buf) == n->in_dtype[0] && same_shape(kn_shape_of(buf), n->in_shape[0]);
+}
+
 /* Runs one node's formula and routes its input gradients. */
 static kn_status run_node(kn_ag_node *n, node_list *ready) {
     kn_status st = check_saved(n);
@@ -114,12 +137,17 @@ static kn_status run_node(kn_ag_node *n, node_list *ready) {
     kn_tensor **gin = n->n_in <= KN_NODE_MAX_IN ? gin_small : calloc((size_t)n->n_in, sizeof *gin);
     bool *needs = n->n_in <= KN_NODE_MAX_IN ? needs_small : calloc((size_t)n->n_in, sizeof *needs);
     if (!gin || !needs) st = kn_error(KN_ERR_OOM, "backward: out of host memory");
+    bool fresh_window = false; /* gin[0] is a buffer made here, zero outside the window */
     kn_scope_push();
     if (st == KN_OK && any) {
         for (int i = 0; i < n->n_in; i++) needs[i] = n->next[i] != NULL;
-        if (n->is_view) {
+        if (adds_into_input(n)) {
+            kn_ag_meta *m = n->next[0];
+            st = kn_grad_view_add_into(&n->view, m->grad_fn->gbuf[m->out_index], n->gbuf[0]);
+        } else if (n->is_view) {
             gin[0] = kn_grad_view(&n->view, n->gbuf[0]);
             if (!gin[0]) st = kn_last_status();
+            fresh_window = kn_grad_view_is_window(&n->view);
         } else {
             kn_grad_ctx c = {.op = n->op, .attrs = &n->attrs, .n_in = n->n_in, .n_out = n->n_out,
                              .in = n->saved_in, .out = n->saved_out, .in_shape = n->in_shape,
@@ -142,7 +170,7 @@ static kn_status run_node(kn_ag_node *n, node_list *ready) {
             continue;
         }
         kn_ag_node *next = m->grad_fn;
-        if (g) st = accumulate(&next->gbuf[m->out_index], g, false);
+        if (g) st = accumulate_output(next, m->out_index, g, fresh_window && g == gin[i]);
         if (--next->pending == 0 && !list_push(ready, next))
             st = kn_error(KN_ERR_OOM, "backward: out of host memory");
     }
@@ -185,7 +213,7 @@ kn_status kn_backward_ex(kn_tensor *root, kn_tensor *seed, bool retain_graph) {
     } else if (st == KN_OK) {
         kn_ag_node *top = m->grad_fn;
         st = collect(top, &all);
-        if (st == KN_OK) st = accumulate(&top->gbuf[m->out_index], g, false);
+        if (st == KN_OK) st = accumulate_output(top, m->out_index, g, false);
         if (st == KN_OK && !list_push(&ready, top)) st = kn_error(KN_ERR_OOM, "backward: out of host memory");
         while (st == KN_OK && ready.count) {
             kn_ag_node *n = ready.items[--ready.count];
@@ -194,6 +222,7 @@ kn_status kn_backward_ex(kn_tensor *root, kn_tensor *seed, bool retain_graph) {
                 kn_release(n->gbuf[j]);
                 n->gbuf[j] = NULL;
             }
+            n->gbuf_own = 0;
             if (st == KN_OK && !retain_graph) {
                 kn_ag_node_free_saved(n);
                 n->released = true;
@@ -207,6 +236,7 @@ kn_status kn_backward_ex(kn_tensor *root, kn_tensor *seed, bool retain_graph) {
                 kn_release(n->gbuf[j]);
                 n->gbuf[j] = NULL;
             }
+            n->gbuf_own = 0;
         }
     }
     free(all.items);

@@ -77,6 +77,13 @@ typedef struct kn_view_rec {
 
 /* The gradient of the viewed tensor from g, the gradient of the view. */
 kn_tensor *kn_grad_view(const kn_view_rec *v, kn_tensor *g);
+/* Whether the gradient of view v is a fresh buffer that is zero outside v's window (a
+ * window without repeated elements), so that kn_grad_view_add_into can stand for it. */
+bool kn_grad_view_is_window(const kn_view_rec *v);
+/* Adds g, the gradient of window view v, into its window of buf in place: buf, contiguous and
+ * shaped like the viewed tensor, already holds the gradient from its other uses. The same
+ * floats as adding kn_grad_view(v, g) to buf, without a zero-filled buffer the size of buf. */
+kn_status kn_grad_view_add_into(const kn_view_rec *v, kn_tensor *buf, kn_tensor *g);
 
 /* Helpers formulas share. */
 /* g summed over the dims where it was broadcast from shape (leading dims and size-1 dims). */

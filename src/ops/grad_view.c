@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/tensor_impl.h"
 #include "kiln/ops.h"
 #include "ops/grad.h"
 #include "ops/ops_internal.h"
@@ -70,6 +71,16 @@ static kn_tensor *storage_grad(const kn_view_rec *v, kn_tensor *g) {
     if (!buf) return NULL;
     if (!overlaps(&v->in)) return kn_contiguous(kn_as_strided(buf, v->in.shape, v->in.stride, v->in.offset));
     return kn_reshape(kn_index_select(buf, 0, positions(&v->in, kn_device_of(g))), v->in.shape);
+}
+
+bool kn_grad_view_is_window(const kn_view_rec *v) { return v->kind == KN_VIEW_WINDOW && !overlaps(&v->window); }
+
+kn_status kn_grad_view_add_into(const kn_view_rec *v, kn_tensor *buf, kn_tensor *g) {
+    const kn_view_geom *w = &v->window;
+    kn_tensor *window = kn_as_strided(buf, w->shape, w->stride, buf->offset + w->offset);
+    kn_status st = window ? kn_copy_(window, kn_add(window, g)) : kn_last_status();
+    kn_release(window);
+    return st;
 }
 
 kn_tensor *kn_grad_view(const kn_view_rec *v, kn_tensor *g) {

@@ -83,6 +83,12 @@ static kn_status run_in_place(kn_opctx *c) {
 
 kn_status kn_adamw_update(kn_tensor *param, kn_tensor *grad, kn_tensor *exp_avg, kn_tensor *exp_avg_sq, double lr,
                           double beta1, double beta2, double eps, double weight_decay, int64_t step) {
+    return kn_adamw_update_scaled(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step, 1);
+}
+
+kn_status kn_adamw_update_scaled(kn_tensor *param, kn_tensor *grad, kn_tensor *exp_avg, kn_tensor *exp_avg_sq,
+                                 double lr, double beta1, double beta2, double eps, double weight_decay, int64_t step,
+                                 double grad_scale) {
     kn_opctx c;
     if (!kn_op_begin(&c, KN_OP_adamw_update, 4, (kn_tensor *[]){param, exp_avg, exp_avg_sq, grad}))
         return kn_last_status();
@@ -99,12 +105,20 @@ kn_status kn_adamw_update(kn_tensor *param, kn_tensor *grad, kn_tensor *exp_avg,
         .step_size = lr / (1 - pow(beta1, (double)step)),
         .bias_correction2_sqrt = sqrt(1 - pow(beta2, (double)step)),
         .eps = eps,
+        .grad_scale = grad_scale,
     };
     return run_in_place(&c);
 }
 
 kn_status kn_sgd_update(kn_tensor *param, kn_tensor *grad, kn_tensor *momentum_buffer, double lr, double momentum,
                         double dampening, double weight_decay, bool nesterov, bool first_step) {
+    return kn_sgd_update_scaled(param, grad, momentum_buffer, lr, momentum, dampening, weight_decay, nesterov,
+                                first_step, 1);
+}
+
+kn_status kn_sgd_update_scaled(kn_tensor *param, kn_tensor *grad, kn_tensor *momentum_buffer, double lr,
+                               double momentum, double dampening, double weight_decay, bool nesterov, bool first_step,
+                               double grad_scale) {
     kn_opctx c;
     bool has_buf = momentum != 0;
     if (!has_buf && momentum_buffer) {
@@ -120,6 +134,6 @@ kn_status kn_sgd_update(kn_tensor *param, kn_tensor *grad, kn_tensor *momentum_b
     if (!has_buf) c.node->attrs.absent = 1u << KN_SLOT(sgd_update, momentum_buffer);
     *KN_ATTRS(c.node, sgd_update) = (kn_attrs_sgd_update){.lr = lr, .momentum = momentum, .dampening = dampening,
                                                            .weight_decay = weight_decay, .nesterov = nesterov,
-                                                           .first_step = first_step};
+                                                           .first_step = first_step, .grad_scale = grad_scale};
     return run_in_place(&c);
 }

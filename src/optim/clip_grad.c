@@ -16,8 +16,9 @@ static kn_dtype total_dtype(kn_tensor *const *g, int m) {
     return d;
 }
 
-/* Scales the m grads of params by max_norm / (total + 1e-6) when that is below 1 (or NaN). */
-static kn_status clip(kn_tensor *const *params, kn_tensor **grads, int m, double max_norm, double *total_out) {
+/* The factor for the m grads: max_norm / (total + 1e-6) when that is below 1 (or NaN), else
+ * exactly 1. */
+static kn_status clip_coef(kn_tensor **grads, int m, double max_norm, double *total_out, double *coef_out) {
     kn_tensor **norms = malloc(sizeof *norms * (size_t)(m ? m : 1));
     if (!norms) return kn_error(KN_ERR_OOM, "clip_grad_norm: out of host memory");
     kn_dtype d = total_dtype(grads, m);
@@ -35,15 +36,14 @@ static kn_status clip(kn_tensor *const *params, kn_tensor **grads, int m, double
     /* torch: clip_coef = max_norm / (total + 1e-6), i.e. reciprocal(total + 1e-6) * max_norm,
      * in total's dtype (f32 arithmetic for f32 and narrower) */
     double coef = d == KN_F64 ? 1 / (t + 1e-6) * max_norm : (double)(1 / ((float)t + 1e-6f) * (float)max_norm);
-    if (coef >= 1) return KN_OK;
-    for (int k = 0; k < m; k++) {
-        kn_status st = kn_set_grad(params[k], kn_mul_scalar(grads[k], coef));
-        if (st != KN_OK) return st;
-    }
+    *coef_out = coef >= 1 ? 1 : coef;
     return KN_OK;
 }
 
-kn_status kn_clip_grad_norm(kn_tensor *const *params, int n, double max_norm, double *total_norm_out) {
+/* The grads of params (those that have one) and their factor; with apply, the grads scaled by
+ * it (kn_set_grad) unless it is 1. */
+static kn_status clip(kn_tensor *const *params, int n, double max_norm, double *total_out, double *coef_out,
+                      bool apply) {
     if (n < 0 || (n > 0 && !params))
         return kn_error(KN_ERR_NULL, "clip_grad_norm: params is NULL or n (%d) is negative", n);
     if (!(max_norm >= 0))
@@ -63,9 +63,23 @@ kn_status kn_clip_grad_norm(kn_tensor *const *params, int n, double max_norm, do
         kn_tensor *g = kn_grad(params[k]);
         if (g) with_grad[m] = params[k], grads[m++] = g;
     }
-    if (st == KN_OK) st = clip(with_grad, grads, m, max_norm, total_norm_out);
+    double coef = 1;
+    if (st == KN_OK) st = clip_coef(grads, m, max_norm, total_out, &coef);
+    for (int k = 0; apply && coef != 1 && k < m && st == KN_OK; k++)
+        st = kn_set_grad(with_grad[k], kn_mul_scalar(grads[k], coef));
+    if (coef_out) *coef_out = coef;
     kn_scope_pop();
     kn_no_grad_pop();
     free(with_grad);
     return st;
+}
+
+kn_status kn_clip_grad_norm(kn_tensor *const *params, int n, double max_norm, double *total_norm_out) {
+    return clip(params, n, max_norm, total_norm_out, NULL, true);
+}
+
+kn_status kn_clip_grad_norm_coef(kn_tensor *const *params, int n, double max_norm, double *total_norm_out,
+                                 double *coef_out) {
+    if (!coef_out) return kn_error(KN_ERR_NULL, "clip_grad_norm_coef: coef_out is NULL");
+    return clip(params, n, max_norm, total_norm_out, coef_out, false);
 }

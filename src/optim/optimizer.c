@@ -167,29 +167,35 @@ kn_param_group kn_sgd_group(kn_tensor *const *params, int n_params, double lr, d
 
 static kn_status null_optimizer(const char *fn) { return kn_error(KN_ERR_NULL, "%s: the optimizer is NULL", fn); }
 
-/* Updates param j from grad g; its step count advances only when the update is recorded. */
-static kn_status update(kn_optimizer *opt, int j, kn_tensor *g) {
+/* Updates param j from grad g times grad_scale; its step count advances only when the update
+ * is recorded. */
+static kn_status update(kn_optimizer *opt, int j, kn_tensor *g, double grad_scale) {
     opt_param *q = &opt->params[j];
     const kn_param_group *h = &opt->groups[q->group].h;
     kn_status st = opt->kind == ADAMW
-                       ? kn_adamw_update(q->param, g, q->state[0], q->state[1], h->lr, h->beta1, h->beta2, h->eps,
-                                         h->weight_decay, q->step + 1)
-                       : kn_sgd_update(q->param, g, q->state[0], h->lr, h->momentum, h->dampening, h->weight_decay,
-                                       h->nesterov, q->step == 0);
+                       ? kn_adamw_update_scaled(q->param, g, q->state[0], q->state[1], h->lr, h->beta1, h->beta2,
+                                                h->eps, h->weight_decay, q->step + 1, grad_scale)
+                       : kn_sgd_update_scaled(q->param, g, q->state[0], h->lr, h->momentum, h->dampening,
+                                              h->weight_decay, h->nesterov, q->step == 0, grad_scale);
     if (st == KN_OK) q->step++;
     return st;
 }
 
-kn_status kn_optimizer_step(kn_optimizer *opt) {
-    if (!opt) return null_optimizer("optimizer_step");
+static kn_status step(kn_optimizer *opt, const char *fn, double grad_scale) {
+    if (!opt) return null_optimizer(fn);
     kn_scope_push();
     kn_status st = KN_OK;
     for (int j = 0; j < opt->n_params && st == KN_OK; j++) {
         kn_tensor *g = kn_grad(opt->params[j].param);
-        if (g) st = update(opt, j, g);
+        if (g) st = update(opt, j, g, grad_scale);
     }
     kn_scope_pop();
     return st;
+}
+
+kn_status kn_optimizer_step(kn_optimizer *opt) { return step(opt, "optimizer_step", 1); }
+kn_status kn_optimizer_step_scaled(kn_optimizer *opt, double grad_scale) {
+    return step(opt, "optimizer_step_scaled", grad_scale);
 }
 
 kn_status kn_optimizer_zero_grad(kn_optimizer *opt) {

@@ -98,11 +98,12 @@ static kn_status train_step(const train_options *o, const train_job *job, kn_opt
         kn_scope_pop();
     }
     kn_scope_push();
-    /* Clipping at infinity measures the norm without changing anything. */
-    double clip = o->grad_clip > 0 ? o->grad_clip : INFINITY;
-    if (st == KN_OK) st = kn_clip_grad_norm(job->params, job->n_params, clip, grad_norm);
+    /* Clipping at infinity measures the norm without changing anything. The factor is applied
+     * inside the update (the gradients are dropped after it, so none is written clipped). */
+    double clip = o->grad_clip > 0 ? o->grad_clip : INFINITY, coef = 1;
+    if (st == KN_OK) st = kn_clip_grad_norm_coef(job->params, job->n_params, clip, grad_norm, &coef);
     if (st == KN_OK) st = kn_optimizer_set_lr(opt, lr);
-    if (st == KN_OK) st = kn_optimizer_step(opt);
+    if (st == KN_OK) st = kn_optimizer_step_scaled(opt, coef);
     if (st == KN_OK) st = kn_optimizer_zero_grad(opt);
     if (st == KN_OK) st = kn_sync();
     kn_scope_pop();

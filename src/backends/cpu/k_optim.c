@@ -1,7 +1,9 @@
 /* CPU kernels of the optimizer updates (src/ops/defs/optim.def). Each runs through the
  * elementwise engine over the node's inputs (param first), which splits large tensors
  * across threads; runs with unit strides take a vectorizable loop. The arithmetic follows
- * torch's single-tensor code op by op, in the compute type (f32 for f16/bf16 params). */
+ * torch's single-tensor code op by op, in the compute type (f32 for f16/bf16 params). The
+ * grad is read times the node's grad_scale, rounded to its dtype as kn_mul_scalar rounds it,
+ * so a clipped step is the same floats as scaling the grads first. */
 #include <math.h>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -27,19 +29,21 @@
     static int adamw_##sfx(char *const *ptr, const int64_t *stride, int64_t n, const void *ctx) { \
         const kn_attrs_adamw_update *a = &((const kn_attrs *)ctx)->adamw_update;                  \
         bool small = fabs(a->beta1_weight) < 0.5;                                                 \
+        const CT gs = (CT)a->grad_scale;                                                          \
         if (stride[0] == 1 && stride[1] == 1 && stride[2] == 1 && stride[3] == 1) {               \
             T *restrict pp = (T *)ptr[0];                                                         \
             CT *restrict mp = (CT *)ptr[1], *restrict vp = (CT *)ptr[2];                          \
             const T *restrict gp = (const T *)ptr[3];                                             \
             for (int64_t i = 0; i < n; i++) {                                                     \
-                CT p = LD(pp[i]), m = mp[i], v = vp[i], g = LD(gp[i]);                            \
+                CT p = LD(pp[i]), m = mp[i], v = vp[i], g = LD(ST(LD(gp[i]) * gs));                \
                 ADAMW_ELEM(CT, p, m, v, g, a, small);                                             \
                 pp[i] = ST(p), mp[i] = m, vp[i] = v;                                              \
             }                                                                                     \
             return 0;                                                                             \
         }                                                                                         \
         for (int64_t i = 0; i < n; i++) {                                                         \
-            CT p = LD(AT(T, 0, i)), m = AT(CT, 1, i), v = AT(CT, 2, i), g = LD(AT(T, 3, i));      \
+            CT p = LD(AT(T, 0, i)), m = AT(CT, 1, i), v = AT(CT, 2, i);                           \
+            CT g = LD(ST(LD(AT(T, 3, i)) * gs));                                                  \
             ADAMW_ELEM(CT, p, m, v, g, a, small);                                                 \
             AT(T, 0, i) = ST(p), AT(CT, 1, i) = m, AT(CT, 2, i) = v;                              \
         }                                                                                         \
@@ -68,26 +72,28 @@ ADAMW_INNER(bf16, uint16_t, float, KN_LD_BF16, KN_ST_BF16)
         const kn_attrs_sgd_update *a = &at->sgd_update;                                         \
         bool nesterov = a->nesterov, first = a->first_step;                                     \
         bool has_buf = kn_input_pos(at, KN_SLOT(sgd_update, momentum_buffer)) >= 0;             \
+        const CT gs = (CT)a->grad_scale;                                                        \
         if (stride[0] == 1 && stride[1] == 1 && (!has_buf || stride[2] == 1)) {                 \
             T *restrict pp = (T *)ptr[0], *restrict bp = has_buf ? (T *)ptr[2] : NULL;          \
             const T *restrict gp = (const T *)ptr[1];                                           \
             if (!has_buf) {                                                                     \
                 for (int64_t i = 0; i < n; i++) {                                               \
-                    CT p = LD(pp[i]), g = LD(gp[i]), b = 0;                                     \
+                    CT p = LD(pp[i]), g = LD(ST(LD(gp[i]) * gs)), b = 0;                        \
                     SGD_ELEM(CT, p, g, b, a, false, false, false);                              \
                     pp[i] = ST(p);                                                              \
                 }                                                                               \
                 return 0;                                                                       \
             }                                                                                   \
             for (int64_t i = 0; i < n; i++) {                                                   \
-                CT p = LD(pp[i]), g = LD(gp[i]), b = LD(bp[i]);                                 \
+                CT p = LD(pp[i]), g = LD(ST(LD(gp[i]) * gs)), b = LD(bp[i]);                    \
                 SGD_ELEM(CT, p, g, b, a, nesterov, first, true);                                \
                 pp[i] = ST(p), bp[i] = ST(b);                                                   \
             }                                                                                   \
             return 0;                                                                           \
         }                                                                                       \
         for (int64_t i = 0; i < n; i++) {                                                       \
-            CT p = LD(AT(T, 0, i)), g = LD(AT(T, 1, i)), b = has_buf ? LD(AT(T, 2, i)) : 0;     \
+            CT p = LD(AT(T, 0, i)), g = LD(ST(LD(AT(T, 1, i)) * gs));                           \
+            CT b = has_buf ? LD(AT(T, 2, i)) : 0;                                               \
             SGD_ELEM(CT, p, g, b, a, nesterov, first, has_buf);                                 \
             AT(T, 0, i) = ST(p);                                                                \
             if (has_buf) AT(T, 2, i) = ST(b);                                                   \
