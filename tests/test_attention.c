@@ -206,6 +206,26 @@ static void test_attention_grouped_query_and_layouts(void) {
                KN_BF16);
 }
 
+/* Decode's shapes (a few queries over a long bf16 or f16 cache): head dims with and without a
+ * lane tail, one key and many, grouped heads, a transposed layout, both causal alignments,
+ * and rows that see no key. */
+static void test_attention_decode_shapes_in_16bit(void) {
+    const kn_dtype dts[] = {KN_BF16, KN_F16};
+    for (int k = 0; k < 2; k++) {
+        kn_dtype dt = dts[k];
+        check_case((attn_case){.B = 1, .H = 2, .Hkv = 2, .Tq = 1, .Tk = 1, .D = 5, .Dv = 5, .causal = true}, dt);
+        check_case((attn_case){.B = 2, .H = 6, .Hkv = 2, .Tq = 1, .Tk = 300, .D = 40, .Dv = 24, .causal = true}, dt);
+        check_case((attn_case){.B = 1, .H = 3, .Hkv = 3, .Tq = 4, .Tk = 37, .D = 16, .Dv = 16, .causal = true,
+                               .transposed = true},
+                   dt);
+        check_case((attn_case){.B = 1, .H = 2, .Hkv = 1, .Tq = 8, .Tk = 37, .D = 33, .Dv = 7, .causal = true,
+                               .align = KN_CAUSAL_TOP_LEFT, .scale = 0.3},
+                   dt);
+        /* bottom-right with more queries than keys: the first 5 rows see no key */
+        check_case((attn_case){.B = 1, .H = 2, .Hkv = 2, .Tq = 8, .Tk = 3, .D = 8, .Dv = 8, .causal = true}, dt);
+    }
+}
+
 static void test_attention_long_sequences(void) {
     check_case((attn_case){.B = 1, .H = 2, .Hkv = 1, .Tq = 1000, .Tk = 1000, .D = 32, .Dv = 32}, KN_F32);
     check_case((attn_case){.B = 1, .H = 2, .Hkv = 2, .Tq = 1000, .Tk = 1000, .D = 32, .Dv = 16, .causal = true},
@@ -494,6 +514,7 @@ int main(void) {
     RUN(test_attention_every_dtype);
     RUN(test_attention_causal_offsets_and_masks);
     RUN(test_attention_grouped_query_and_layouts);
+    RUN(test_attention_decode_shapes_in_16bit);
     RUN(test_attention_long_sequences);
     RUN(test_attention_dropout_uses_philox);
     RUN(test_attention_fully_masked_rows_give_zeros_as_pytorch);
