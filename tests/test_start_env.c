@@ -1,9 +1,10 @@
 /* Variables read once at start-up (KILN_DEVICE, KILN_THREADS), each in a fresh process: the
  * test binary runs itself as the child, whose first kiln call creates a tensor. A child that
- * hangs (KILN_DEVICE once made start-up wait on itself) fails through `timeout`. */
-#define _GNU_SOURCE /* popen, readlink */
+ * hangs (KILN_DEVICE once made start-up wait on itself) ends in ctest's timeout. */
+#define _GNU_SOURCE /* readlink, mkstemp */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -11,16 +12,20 @@
 
 static char self_path[PATH_MAX];
 
-/* The child's output for environment `env`; whether it exited with 0. */
-static bool run_child(const char *env, char *out, size_t size) {
-    char cmd[PATH_MAX + 160];
-    snprintf(cmd, sizeof cmd, "env -u KILN_DEVICE -u KILN_THREADS %s timeout 60 '%s' --start-child 2>&1", env,
-             self_path);
-    FILE *p = popen(cmd, "r");
-    if (!p) return false;
-    size_t n = fread(out, 1, size - 1, p);
-    out[n] = '\0';
-    return pclose(p) == 0;
+/* The child's output (at most size - 1 bytes) with `setting` (NAME=VALUE) in its environment;
+ * whether it exited with 0. */
+static bool run_child(const char *setting, char *out, size_t size) {
+    char path[] = "/tmp/kiln-start-env-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return false;
+    close(fd);
+    const char *args[] = {"--start-child", NULL}, *env[] = {setting, NULL};
+    int code = run_program(self_path, args, NULL, path, NULL, env);
+    char *text = read_text_file(path);
+    snprintf(out, size, "%s", text ? text : "");
+    free(text);
+    unlink(path);
+    return code == 0;
 }
 
 static int start_child(void) {
