@@ -28,9 +28,9 @@
         for (int64_t r = begin; r < end; r++) {                                                 \
             const T *restrict xr = c->x + r * inner;                                            \
             T *restrict yr = c->y + r * inner;                                                  \
-            double shift = c->rms ? 0 : (double)xr[0], s = 0, ss = 0;                           \
-            add_stats_##T(xr, inner, shift, &s, &ss);                                           \
-            double m = s / (double)inner, var = ss / (double)inner - (c->rms ? 0 : m * m);      \
+            double shift = c->rms ? 0 : (double)xr[0], sums[2];                           \
+            run_sums_##T(xr, NULL, 1, inner, 0, shift, sums);                                           \
+            double m = sums[0] / (double)inner, var = sums[1] / (double)inner - (c->rms ? 0 : m * m);      \
             T mean = (T)(c->rms ? 0 : shift + m), rstd = (T)(1.0 / sqrt((var > 0 ? var : 0) + c->eps)); \
             for (int64_t i = 0; i < inner; i++) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];    \
         }                                                                                       \

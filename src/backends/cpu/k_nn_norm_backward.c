@@ -30,11 +30,11 @@
         for (int64_t r = begin; r < end; r++) {                                                 \
             const T *restrict xr = c->x + r * inner, *restrict gr = c->gy + r * inner;          \
             T *restrict dr = c->dx + r * inner;                                                 \
-            double shift = rms ? 0 : (double)xr[0], s = 0, ss = 0;                              \
-            add_stats_##T(xr, inner, shift, &s, &ss);                                           \
-            double m = s / (double)inner, var = ss / (double)inner - (rms ? 0 : m * m);         \
+            double shift = rms ? 0 : (double)xr[0], sums[2];                              \
+            run_sums_##T(xr, NULL, 1, inner, 0, shift, sums);                                           \
+            double m = sums[0] / (double)inner, var = sums[1] / (double)inner - (rms ? 0 : m * m);         \
             T mean = (T)(rms ? 0 : shift + m), rstd = (T)(1.0 / sqrt((var > 0 ? var : 0) + c->eps)); \
-            /* sums of gw and gw * xhat in lanes, as add_stats */                               \
+            /* sums of gw and gw * xhat in lanes, as run_sums */                               \
             T la[KN_LANES] = {0}, lb[KN_LANES] = {0}, a = 0, b = 0;                             \
             for (int64_t i0 = 0; i0 < full; i0 += KN_LANES)                                     \
                 for (int k = 0; k < KN_LANES; k++) {                                            \

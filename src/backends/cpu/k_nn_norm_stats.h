@@ -10,38 +10,15 @@
 
 #include "backends/cpu/reduce_plan.h"
 
-/* Adds the sums of (x - shift) and its square over n contiguous elements, each in lanes (as
- * KN_LANE_SUM) so that one pass vectorizes: the widened block v first, then one statement per
- * loop, the form GCC 12 vectorizes (one loop doing both widening and sums stays scalar). */
-#define KN_NORM_ADD_STATS(T)                                                                     \
-    static inline void add_stats_##T(const T *restrict x, int64_t n, double shift, double *s, double *ss) { \
-        const int64_t full = n / KN_LANES * KN_LANES;                                           \
-        double la[KN_LANES] = {0}, lb[KN_LANES] = {0}, a = 0, b = 0;                            \
-        for (int64_t i = 0; i < full; i += KN_LANES) {                                          \
-            double v[KN_LANES];                                                                 \
-            for (int k = 0; k < KN_LANES; k++) v[k] = (double)x[i + k] - shift;                 \
-            for (int k = 0; k < KN_LANES; k++) la[k] += v[k];                                   \
-            for (int k = 0; k < KN_LANES; k++) lb[k] += v[k] * v[k];                            \
-        }                                                                                       \
-        for (int64_t i = full; i < n; i++) {                                                    \
-            double v = (double)x[i] - shift;                                                    \
-            a += v;                                                                             \
-            b += v * v;                                                                         \
-        }                                                                                       \
-        for (int k = 0; k < KN_LANES; k++) a += la[k], b += lb[k];                              \
-        *s += a, *ss += b;                                                                      \
-    }
-KN_NORM_ADD_STATS(float)
-KN_NORM_ADD_STATS(double)
-#undef KN_NORM_ADD_STATS
-
-/* The sums of add_stats over `runs` runs of n contiguous elements, `step` apart from x, into
- * sums[0] and sums[1], with the lanes carried across the runs so that short runs (batch_norm
- * of small images: 16 or 49 per run) still vectorize; one run gives add_stats's bits.
- * run_sums_grad_T also sums g (laid out as x) and g * (x - shift) into sums[2] and sums[3]
- * (batch_norm's backward) in the same pass, with sums[0..1] bit for bit run_sums_T's. WITH_G
- * is a constant, so that each form is a plain loop (GCC 12 vectorizes neither form of one
- * loop testing g at run time). */
+/* The sums of (x - shift) and its square over `runs` runs of n contiguous elements, `step`
+ * apart from x, into sums[0] and sums[1] (layer and rms norm: one run a row). They add up in
+ * KN_LANES lanes (as KN_LANE_SUM), the widened block v first and then one statement per loop,
+ * the form GCC 12 vectorizes (one loop doing both widening and sums stays scalar); the lanes
+ * carry across the runs, so short runs (batch_norm of small images: 16 or 49 per run) still
+ * vectorize. run_sums_grad_T also sums g (laid out as x) and g * (x - shift) into sums[2] and
+ * sums[3] (batch_norm's backward) in the same pass, with sums[0..1] bit for bit run_sums_T's.
+ * WITH_G is a constant, so that each form is a plain loop (GCC 12 vectorizes neither form of
+ * one loop testing g at run time). */
 #define KN_NORM_RUN_SUMS(T, NAME, WITH_G)                                                        \
     static inline void NAME(const T *x, const T *g, int64_t runs, int64_t n, int64_t step, double shift, \
                             double sums[]) {                                                    \
