@@ -17,21 +17,21 @@ static inline float kn_bits_f32(uint32_t u) {
     return f;
 }
 
-static inline uint16_t kn_half_from_f32_bf16(float f) {
-    uint32_t u = kn_f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);                                          /* nearest even */
-    return (uint16_t)(u >> 16);
-}
-
-static inline float kn_half_to_f32_bf16(uint16_t h) { return kn_bits_f32((uint32_t)h << 16); }
-
-/* c ? a : b on bits. The f16 conversions compute every case and select, so that loops
- * converting f16 stay branch-free and vectorize. c must be 0 or 1. */
+/* c ? a : b on bits. The conversions to f16 and bf16 compute every case and select, so that
+ * loops converting them stay branch-free and vectorize. c must be 0 or 1. */
 static inline uint32_t kn_half_select(uint32_t c, uint32_t a, uint32_t b) {
     uint32_t m = 0u - c;
     return (a & m) | (b & ~m);
 }
+
+static inline uint16_t kn_half_from_f32_bf16(float f) {
+    uint32_t u = kn_f32_bits(f);
+    uint32_t quiet_nan = (u >> 16) | 0x40u;
+    uint32_t nearest_even = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (uint16_t)kn_half_select((u & 0x7fffffffu) > 0x7f800000u, quiet_nan, nearest_even);
+}
+
+static inline float kn_half_to_f32_bf16(uint16_t h) { return kn_bits_f32((uint32_t)h << 16); }
 
 static inline uint16_t kn_half_from_f32_f16(float f) {
     uint32_t u = kn_f32_bits(f);
