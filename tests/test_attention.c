@@ -226,6 +226,32 @@ static void test_attention_decode_shapes_in_16bit(void) {
     }
 }
 
+/* Up to 8 queries per head run the decode kernel, more the blocked one: the first 8 rows of a
+ * 9-query problem must come out of both alike (each row depends only on its own query), with
+ * masks of both kinds, grouped heads, a transposed layout and keys enough for several chunks. */
+static void test_attention_decode_kernel_matches_blocked(void) {
+    const kn_dtype dts[] = {KN_F32, KN_BF16};
+    for (int t = 0; t < 2; t++) {
+        for (int mask_kind = 0; mask_kind < 3; mask_kind++) {
+            const kn_dtype dt = dts[t];
+            const int64_t B = 2, H = 4, Hkv = 2, Tk = 300, D = 64;
+            kn_tensor *q9 = operand(dt, B, H, 9, D, t == 1), *k = operand(dt, B, Hkv, Tk, D, t == 1);
+            kn_tensor *v = operand(dt, B, Hkv, Tk, D, false);
+            kn_tensor *mask9 = mask_kind == 1   ? rand_tensor(KN_SHAPE(9, Tk), KN_BOOL, 0, 1.25)
+                               : mask_kind == 2 ? rand_tensor(KN_SHAPE(B, 1, 9, Tk), KN_F32, -2, 2)
+                                                : NULL;
+            kn_tensor *mask8 = mask9 ? kn_narrow(mask9, -2, 0, 8) : NULL;
+            kn_tensor *blocked = kn_narrow(kn_scaled_dot_product_attention(q9, k, v, mask9, (kn_sdpa_opts){0}), 2, 0, 8);
+            kn_tensor *decode = kn_scaled_dot_product_attention(kn_narrow(q9, 2, 0, 8), k, v, mask8, (kn_sdpa_opts){0});
+            double *want = read_f64(blocked);
+            char what[64];
+            snprintf(what, sizeof what, "%s mask %d", kn_dtype_name(dt), mask_kind);
+            CHECK_CLOSE(decode, want, tol_for(dt), what);
+            free(want);
+        }
+    }
+}
+
 static void test_attention_long_sequences(void) {
     check_case((attn_case){.B = 1, .H = 2, .Hkv = 1, .Tq = 1000, .Tk = 1000, .D = 32, .Dv = 32}, KN_F32);
     check_case((attn_case){.B = 1, .H = 2, .Hkv = 2, .Tq = 1000, .Tk = 1000, .D = 32, .Dv = 16, .causal = true},
@@ -515,6 +541,7 @@ int main(void) {
     RUN(test_attention_causal_offsets_and_masks);
     RUN(test_attention_grouped_query_and_layouts);
     RUN(test_attention_decode_shapes_in_16bit);
+    RUN(test_attention_decode_kernel_matches_blocked);
     RUN(test_attention_long_sequences);
     RUN(test_attention_dropout_uses_philox);
     RUN(test_attention_fully_masked_rows_give_zeros_as_pytorch);

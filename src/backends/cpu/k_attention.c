@@ -158,6 +158,7 @@ kn_status kn_cpu_attention_kernel(kn_node *n) {
         memset(kn_tensor_data(n->out[1]), 0, (size_t)kn_numel(n->out[1]) * kn_dtype_size(n->out[1]->dtype));
         return KN_OK;
     }
+    if (kn_cpu_attention_decode_fits(n, &P)) return kn_cpu_attention_decode(n, &P);
     kn_dtype compute = q->dtype == KN_F64 ? KN_F64 : KN_F32;
     kn_tensor *scratch[4] = {0};
     attn_operand ops[3];

@@ -73,4 +73,11 @@ static inline attn_mask kn_cpu_attn_mask(const kn_tensor *mask, int batch_dims, 
     return mb;
 }
 
+/* The forward of few queries per head (k_attention_decode.c): for at most this many queries, no
+ * dropout, q, k, v and out of one float dtype below f64 with unit column strides, and a log-sum-
+ * exp in f32; kn_cpu_attention_decode_fits says whether a node is such. */
+#define KN_ATTENTION_DECODE_MAX_Q 8
+bool kn_cpu_attention_decode_fits(const kn_node *n, const attn_problem *P);
+kn_status kn_cpu_attention_decode(kn_node *n, const attn_problem *P);
+
 #endif
