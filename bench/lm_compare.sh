@@ -2,7 +2,9 @@
 # Prefill and decode tokens/s of Llama-shaped models with random weights (the "stories15M"
 # shape and a ~110M shape), f32 and bf16, in kiln (bench_lm, strict and fused mode),
 # llama.cpp (llama-bench; f32, f16, bf16 GGUF) and transformers (PyTorch eager), all on 2
-# threads in the same run, then one table with the ratios.
+# threads in the same run, then one table with the ratios. The runtimes alternate, ROUNDS
+# rounds, and the table takes each one's best round (this host's noise comes in phases of
+# minutes: one runtime measured only in a slow phase would lose for it).
 #
 # Usage: sh bench/lm_compare.sh DIR [build-dir]
 #   DIR holds the checkpoints (made once by bench/lm_make_checkpoints.py; ~0.5 GB, keep it out
@@ -10,7 +12,8 @@
 #   LLAMA_CPP: a llama.cpp source tree with convert_hf_to_gguf.py and build/bin/llama-bench;
 #   when unset, bench/build_llama_cpp.sh builds one from the llama-cpp-python sdist (once, kept
 #   in ~/.cache/kiln-bench); LLAMA_CPP=none skips llama.cpp.
-#   MODELS="stories15m llama110m", REPS=3, PROMPT=128, GEN=64 by default.
+#   MODELS="stories15m llama110m", ROUNDS=2, REPS=3 (runs per round), PROMPT=128, GEN=64 by
+#   default.
 #   Every runtime runs with its own threading defaults (no OMP_WAIT_POLICY or the like).
 set -u
 DIR=${1:?usage: sh bench/lm_compare.sh DIR [build-dir]}
@@ -18,6 +21,7 @@ BUILD=${2:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 MODELS=${MODELS:-stories15m llama110m}
 REPS=${REPS:-3}
+ROUNDS=${ROUNDS:-2}
 PROMPT=${PROMPT:-128}
 GEN=${GEN:-64}
 THREADS=2
@@ -35,6 +39,8 @@ TEXT="${TEXT:-$HERE/../../shared/data/tinyshakespeare.txt}"
 [ -f "$TEXT" ] || { echo "lm_compare: set TEXT to a text file (e.g. Tiny Shakespeare, char-rnn's input.txt)" >&2; exit 1; }
 python3 "$HERE/lm_make_checkpoints.py" "$DIR" --text "$TEXT" || exit 1
 
+round=1
+while [ "$round" -le "$ROUNDS" ]; do # one round: every runtime on every model
 for model in $MODELS; do
     # llama.cpp: llama-bench's pp (prompt of PROMPT tokens) and tg (GEN tokens decoded after
     # a context of PROMPT tokens, -d), median-free: its average over REPS runs.
@@ -82,6 +88,8 @@ for row in rows.values():
     print(json.dumps(row))
 " | tee -a "$OUT/all.jsonl"
 done
+round=$((round + 1))
+done
 
 # The table: kiln's best mode per (model, dtype) against llama.cpp and transformers at the
 # same dtype (llama.cpp's f16 is shown, not compared: kiln's 16-bit runs are bf16).
@@ -89,9 +97,16 @@ python3 - "$OUT/all.jsonl" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 def get(impl, model, dtype, mode=None):
+    """The best round of a runtime: its highest prefill and its highest decode rate."""
     c = [r for r in rows if r['impl'] == impl and r['model'] == model and r['dtype'] == dtype
          and (mode is None or r['mode'] == mode)]
-    return c[0] if c else None
+    if not c:
+        return None
+    best = dict(c[0])
+    for key in ('prefill', 'decode'):
+        values = [r[key] for r in c if r.get(key)]
+        best[key] = max(values) if values else None
+    return best
 def ratio(a, b, key):
     return f"{a[key] / b[key]:.2f}" if a and b and a.get(key) and b.get(key) else "-"
 def num(r, key):
