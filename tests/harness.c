@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <ftw.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -129,6 +130,15 @@ bool file_has(const char *path, const char *needle) {
         free(s);
     }
     return ok;
+}
+
+const char *self_executable(void) {
+    static char path[PATH_MAX];
+    if (!path[0]) {
+        ssize_t len = readlink("/proc/self/exe", path, sizeof path - 1);
+        path[len > 0 ? len : 0] = '\0';
+    }
+    return path;
 }
 
 int run_program(const char *program, const char *const *args, const char *in_path, const char *out_path,

@@ -97,6 +97,9 @@ bool file_has(const char *path, const char *needle);
  * 128 + the signal that ended it, or 127 if it could not start. */
 int run_program(const char *program, const char *const *args, const char *in_path, const char *out_path,
                 const char *err_path, const char *const *env);
+/* The running test's own executable (/proc/self/exe), for tests that run themselves again in
+ * a fresh process; "" if it cannot be read. */
+const char *self_executable(void);
 /* Removes the directory path and everything under it (says so on stderr if it cannot). */
 void remove_tree(const char *path);
 

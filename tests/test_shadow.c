@@ -236,11 +236,9 @@ static void test_reference_must_be_a_backend_with_values(void) {
 }
 
 /* KILN_SHADOW is read at start-up, so these run the test binary again in a fresh process. */
-static char self_path[PATH_MAX];
-
 static bool run_child(const char *env, char *out, size_t size) {
     char cmd[PATH_MAX + 128];
-    snprintf(cmd, sizeof cmd, "env -u KILN_MODE %s '%s' --startup-child 2>&1", env, self_path);
+    snprintf(cmd, sizeof cmd, "env -u KILN_MODE %s '%s' --startup-child 2>&1", env, self_executable());
     FILE *p = popen(cmd, "r");
     if (!p) return false;
     size_t n = fread(out, 1, size - 1, p);
@@ -271,8 +269,6 @@ static int startup_child(void) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--startup-child") == 0) return startup_child();
-    ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
-    self_path[len > 0 ? len : 0] = '\0';
     RUN(test_reference_must_be_a_backend_with_values);
     RUN(test_clean_step_passes_and_matches_the_unshadowed_run);
     RUN(test_wrong_kernel_is_named_with_module_and_caller);

@@ -2,15 +2,12 @@
  * test binary runs itself as the child, whose first kiln call creates a tensor. A child that
  * hangs (KILN_DEVICE once made start-up wait on itself) ends in ctest's timeout. */
 #define _GNU_SOURCE /* readlink, mkstemp */
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "harness.h"
-
-static char self_path[PATH_MAX];
 
 /* The child's output (at most size - 1 bytes) with `setting` (NAME=VALUE) in its environment;
  * whether it exited with 0. */
@@ -20,7 +17,7 @@ static bool run_child(const char *setting, char *out, size_t size) {
     if (fd < 0) return false;
     close(fd);
     const char *args[] = {"--start-child", NULL}, *env[] = {setting, NULL};
-    int code = run_program(self_path, args, NULL, path, NULL, env);
+    int code = run_program(self_executable(), args, NULL, path, NULL, env);
     char *text = read_text_file(path);
     snprintf(out, size, "%s", text ? text : "");
     free(text);
@@ -60,8 +57,6 @@ static void test_kiln_threads_sets_the_pool(void) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--start-child") == 0) return start_child();
-    ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
-    self_path[len > 0 ? len : 0] = '\0';
     RUN(test_kiln_device_sets_the_default_device);
     RUN(test_kiln_threads_sets_the_pool);
     return test_summary();
