@@ -1,7 +1,7 @@
 /* Variables read once at start-up (KILN_DEVICE, KILN_THREADS), each in a fresh process: the
  * test binary runs itself as the child, whose first kiln call creates a tensor. A child that
  * hangs (KILN_DEVICE once made start-up wait on itself) ends in ctest's timeout. */
-#define _GNU_SOURCE /* readlink, mkstemp */
+#define _GNU_SOURCE /* mkstemp */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
