@@ -409,6 +409,105 @@ static void test_component_variants_match_the_library(void) {
     cJSON_Delete(variants);
 }
 
+/* A decoder chain swapped into the llama2 fixture, and whether it can stream. */
+typedef struct chain_case {
+    const char *decoders; /* a JSON list */
+    bool streams;
+} chain_case;
+
+/* Ids from an LCG, spread over the vocabulary and the byte tokens (ids 3..258 in llama2). */
+static size_t pseudo_random_ids(uint32_t *state, int64_t vocab, int32_t *ids, size_t cap) {
+    size_t n = (*state = *state * 1664525u + 1013904223u) >> 29; /* 0..7 */
+    for (size_t i = 0; i < n && i < cap; i++) {
+        *state = *state * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((*state >> 8) % (*state & 1 ? 259 : (uint32_t)vocab));
+    }
+    return n < cap ? n : cap;
+}
+
+/* Steps after Fuse see the whole text as one token: a chain streams only when each such step acts
+ * on one character at a time (Metaspace, which drops its character in every continuing piece, a
+ * Strip of the start, a Replace of one character); the others are refused, never streamed wrong.
+ * Streamed pieces join to decode for arbitrary ids, skipping specials or not. */
+static void test_decoder_chains_stream_exactly_or_are_refused(void) {
+    static const chain_case cases[] = {
+        {"[{\"type\":\"Fuse\"},{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"first\"}]", true},
+        {"[{\"type\":\"ByteLevel\"},{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"always\"}]",
+         true},
+        {"[{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\"\\u2581\"},"
+         "\"content\":\"  \"},{\"type\":\"Strip\",\"content\":\" \",\"start\":3,\"stop\":0}]",
+         true},
+        {"[{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"first\"},{\"type\":\"ByteFallback\"}]",
+         true},
+        {"[{\"type\":\"Fuse\"},{\"type\":\"ByteFallback\"}]", false},
+        {"[{\"type\":\"ByteLevel\"},{\"type\":\"ByteLevel\"}]", false},
+        {"[{\"type\":\"Fuse\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\"ab\"},\"content\":\"Q\"}]", false},
+        {"[{\"type\":\"Fuse\"},{\"type\":\"Replace\",\"pattern\":{\"Regex\":\" +\"},\"content\":\"_\"}]", false},
+        {"[{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":0,\"stop\":1}]", false},
+    };
+    char *text = read_text_file(FIXTURES "/llama2/tokenizer.json");
+    cJSON *base = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    CHECK(base != NULL);
+    for (size_t c = 0; base && c < sizeof cases / sizeof *cases; c++) {
+        cJSON *chain = cJSON_CreateObject();
+        cJSON_AddStringToObject(chain, "type", "Sequence");
+        cJSON_AddItemToObject(chain, "decoders", cJSON_Parse(cases[c].decoders));
+        cJSON_ReplaceItemInObject(base, "decoder", chain);
+        char *json = cJSON_PrintUnformatted(base);
+        kn_tokenizer *t = load_text("chain.json", json);
+        free(json);
+        CHECK_MSG(t != NULL, "%s: %s", cases[c].decoders, kn_last_error());
+        if (!t) continue;
+        kn_clear_error();
+        kn_detokenizer *d = kn_detokenizer_new(t, false);
+        CHECK_MSG((d != NULL) == cases[c].streams && (d || kn_last_status() == KN_ERR_UNSUPPORTED),
+                  "%s: the detokenizer %s (%s)", cases[c].decoders, d ? "streams" : "is refused", kn_last_error());
+        kn_detokenizer_free(d);
+        uint32_t state = (uint32_t)c + 1;
+        int32_t ids[8];
+        for (int round = 0; round < 400 && cases[c].streams; round++) {
+            size_t n = pseudo_random_ids(&state, kn_tokenizer_vocab_size(t), ids, 8);
+            for (int skip = 0; skip < 2; skip++) {
+                char *want = NULL;
+                size_t len = 0;
+                bool whole = true;
+                CHECK(kn_tokenizer_decode(t, ids, n, skip, &want, &len) == KN_OK);
+                char *got = stream_all(t, ids, n, skip, &whole);
+                CHECK_MSG(got && strcmp(got, want) == 0, "%s, round %d: streamed \"%s\", decode \"%s\"", cases[c].decoders,
+                          round, got ? got : kn_last_error(), want);
+                free(got);
+                free(want);
+            }
+        }
+        kn_tokenizer_free(t);
+    }
+    cJSON_Delete(base);
+}
+
+/* A token an earlier step turns into a byte token ("_<0xA9>" without its "_") continues the
+ * run ByteFallback decodes as a whole: streaming holds the run until a token of another kind. */
+static void test_a_run_of_byte_tokens_made_by_an_earlier_step_is_held_whole(void) {
+    kn_tokenizer *t = load_text("made_bytes.json",
+                                "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"<0xC3>\":0,\"<0xA9>\":1,\"x\":2,\"_<0xA9>\":3},"
+                                "\"merges\":[]},\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\","
+                                "\"pattern\":{\"String\":\"_\"},\"content\":\"\"},{\"type\":\"ByteFallback\"},"
+                                "{\"type\":\"Fuse\"}]}}");
+    CHECK_MSG(t != NULL, "%s", kn_last_error());
+    if (!t) return;
+    const int32_t runs[][4] = {{0, 3, 1, 2}, {0, 3, 2, 1}, {3, 0, 3, 2}};
+    const char *want[] = {"\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDx", "\xC3\xA9x\xEF\xBF\xBD",
+                          "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDx"};
+    for (size_t i = 0; i < 3; i++) {
+        bool whole = true;
+        char *got = stream_all(t, runs[i], 4, false, &whole);
+        CHECK_MSG(got && strcmp(got, want[i]) == 0 && whole, "ids %zu: streamed \"%s\", want \"%s\"", i,
+                  got ? got : kn_last_error(), want[i]);
+        free(got);
+    }
+    kn_tokenizer_free(t);
+}
+
 /* A file of tests/fixtures/tokenizers/bad and the words its load error must contain. */
 typedef struct bad_fixture {
     const char *file, *needle;
@@ -711,6 +810,8 @@ int main(void) {
     RUN(test_token_to_id_and_id_to_token_follow_the_file);
     RUN(test_streaming_arbitrary_byte_level_ids);
     RUN(test_component_variants_match_the_library);
+    RUN(test_decoder_chains_stream_exactly_or_are_refused);
+    RUN(test_a_run_of_byte_tokens_made_by_an_earlier_step_is_held_whole);
     RUN(test_bad_files_give_errors_naming_the_problem);
     RUN(test_bad_text_and_ids_give_errors);
     RUN(test_invalid_utf8_in_the_file_is_refused_naming_the_field);

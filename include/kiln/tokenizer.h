@@ -59,8 +59,9 @@ KN_API kn_status kn_tokenizer_decode(const kn_tokenizer *t, const int32_t *ids, 
  * Bytes of a UTF-8 character split across tokens are held back until the character is whole,
  * so concatenating every piece equals kn_tokenizer_decode of all ids. */
 typedef struct kn_detokenizer kn_detokenizer;
-/* NULL with KN_ERR_UNSUPPORTED for a decoder that cannot stream (one stripping the end of the
- * whole text: Strip with stop > 0 after Fuse); kn_tokenizer_decode still works there. */
+/* NULL with KN_ERR_UNSUPPORTED for a decoder that cannot stream: one whose step after Fuse or
+ * ByteLevel reads more than a character of the whole text at a time (Strip with stop > 0, a
+ * Replace of longer text, ByteFallback, ByteLevel); kn_tokenizer_decode still works there. */
 KN_API kn_detokenizer *kn_detokenizer_new(const kn_tokenizer *t, bool skip_special);
 /* The new text (possibly empty) after id; valid until the next call. An id the tokenizer lacks
  * adds nothing; NULL with KN_ERR_INDEX for a negative id. */

@@ -6,7 +6,8 @@
 #include "tok_internal.h"
 
 kn_status kn_tokenizer_decode_into(const kn_tokenizer *t, const int32_t *ids, size_t n, bool skip_special,
-                                   bool at_start, kn_tok_buf *out) {
+                                   bool at_start, kn_tok_buf *out, bool *open_run) {
+    *open_run = false;
     kn_tok_pieces tokens = {0}, scratch = {0};
     kn_status st = KN_OK;
     for (size_t i = 0; i < n && st == KN_OK; i++) {
@@ -22,7 +23,7 @@ kn_status kn_tokenizer_decode_into(const kn_tokenizer *t, const int32_t *ids, si
         if (!kn_tok_pieces_add_token(&tokens, tok, strlen(tok))) st = KN_ERR_OOM;
     }
     if (st == KN_OK && t->decoder) {
-        st = kn_decoder_apply(t->decoder, &tokens, &scratch, at_start, out);
+        st = kn_decoder_apply(t->decoder, &tokens, &scratch, at_start, out, open_run);
     } else if (st == KN_OK) {
         for (size_t i = 0; i < tokens.n && st == KN_OK; i++)
             if (((i > 0 || !at_start) && !kn_tok_buf_putc(out, ' ')) ||
@@ -38,7 +39,8 @@ kn_status kn_tokenizer_decode(const kn_tokenizer *t, const int32_t *ids, size_t 
                               size_t *len) {
     if (!t || (!ids && n_ids) || !text || !len) return kn_set_error(KN_ERR_NULL, "kn_tokenizer_decode: NULL argument");
     kn_tok_buf out = {0};
-    kn_status st = kn_tokenizer_decode_into(t, ids, n_ids, skip_special, true, &out);
+    bool open_run;
+    kn_status st = kn_tokenizer_decode_into(t, ids, n_ids, skip_special, true, &out, &open_run);
     if (st == KN_OK && !kn_tok_buf_put(&out, "", 0)) st = KN_ERR_OOM; /* a NUL even for empty text */
     if (st != KN_OK) {
         kn_tok_buf_free(&out);
@@ -63,8 +65,10 @@ kn_detokenizer *kn_detokenizer_new(const kn_tokenizer *t, bool skip_special) {
         return NULL;
     }
     if (t->decoder && !kn_decoder_streamable(t->decoder)) {
-        kn_set_error(KN_ERR_UNSUPPORTED, "kn_detokenizer_new: the decoder strips the end of the whole text "
-                                         "(Strip with stop > 0 after Fuse), which cannot be streamed");
+        kn_set_error(KN_ERR_UNSUPPORTED, "kn_detokenizer_new: a step of the decoder after Fuse or ByteLevel reads "
+                                         "more than one character of the whole text at a time (a Strip with stop > "
+                                         "0, a Replace of longer text, ByteFallback, ByteLevel), which cannot be "
+                                         "streamed");
         return NULL;
     }
     kn_detokenizer *d = calloc(1, sizeof *d);
@@ -80,24 +84,19 @@ kn_detokenizer *kn_detokenizer_new(const kn_tokenizer *t, bool skip_special) {
 
 static bool ends_in_replacement(const kn_tok_buf *b) { return b->n >= 3 && memcmp(b->p + b->n - 3, "\xEF\xBF\xBD", 3) == 0; }
 
-/* Whether the window ends in a byte token ("<0x82>"): ByteFallback decodes a run of them as a
- * whole (one U+FFFD per byte when the run is not valid UTF-8, even for bytes that are valid
- * alone), so the run's text is known only once a token of another kind ends it. */
-static bool ends_in_byte_token(const kn_detokenizer *d) {
-    if (!d->window.n) return false;
-    const char *tok = kn_tokenizer_id_to_token(d->t, d->window.v[d->window.n - 1]);
-    return tok && strlen(tok) == 6 && memcmp(tok, "<0x", 3) == 0 && tok[5] == '>';
-}
-
 /* Decodes the window; when final or when its text ends in a whole character, hands it out. */
 static const char *emit(kn_detokenizer *d, bool final, size_t *len) {
     d->text.n = 0;
-    if (kn_tokenizer_decode_into(d->t, d->window.v, d->window.n, d->skip_special, d->at_start, &d->text) != KN_OK ||
+    bool open_run;
+    if (kn_tokenizer_decode_into(d->t, d->window.v, d->window.n, d->skip_special, d->at_start, &d->text, &open_run) !=
+            KN_OK ||
         !kn_tok_buf_put(&d->text, "", 0))
         return NULL;
-    /* More of it may be coming: a partial character, a run of byte tokens, or (at the start) text
-     * a Strip decoder removed whole, which the next ids may still count against its limit. */
-    if (!final && (ends_in_replacement(&d->text) || ends_in_byte_token(d) || (d->at_start && d->text.n == 0))) {
+    /* More of it may be coming: a partial character, a run of byte tokens (ByteFallback decodes a
+     * run as a whole: one U+FFFD per byte when the run is not valid UTF-8, even for bytes that are
+     * valid alone), or (at the start) text a Strip decoder removed whole, which the next ids may
+     * still count against its limit. */
+    if (!final && (ends_in_replacement(&d->text) || open_run || (d->at_start && d->text.n == 0))) {
         d->text.n = 0;
         d->text.p[0] = '\0';
     } else if (d->window.n > 0) {

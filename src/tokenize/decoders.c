@@ -103,11 +103,25 @@ kn_decoder *kn_decoder_load(const cJSON *j, const char *file) {
     return d;
 }
 
+static bool one_character(const kn_tok_pattern *p) {
+    uint32_t cp;
+    return p->literal && p->literal_len > 0 && kn_utf8_next(p->literal, p->literal_len, &cp) == p->literal_len;
+}
+
+/* A step after a fused one (Fuse, ByteLevel) sees the whole text as one token, so it must act on
+ * each character alone for pieces decoded one after another to equal the whole: Metaspace does
+ * (kn_decoder_apply drops its character in every piece), Strip of the start does (only the first
+ * piece is stripped), a Replace of one character does; a Replace of longer text can match
+ * across pieces, a Strip of the end cannot know where the end is, and ByteFallback and ByteLevel
+ * read the whole token. */
 bool kn_decoder_streamable(const kn_decoder *d) {
     bool fused = false;
     for (size_t i = 0; d && i < d->n; i++) {
-        fused = fused || d->steps[i].kind == DEC_FUSE || d->steps[i].kind == DEC_BYTE_LEVEL;
-        if (fused && d->steps[i].kind == DEC_STRIP && d->steps[i].stop > 0) return false;
+        const dec_step *s = &d->steps[i];
+        bool per_char = s->kind == DEC_METASPACE || s->kind == DEC_FUSE || (s->kind == DEC_STRIP && s->stop == 0) ||
+                        (s->kind == DEC_REPLACE && one_character(&s->pattern));
+        if (fused && !per_char) return false;
+        fused = fused || s->kind == DEC_FUSE || s->kind == DEC_BYTE_LEVEL;
     }
     return true;
 }
@@ -156,7 +170,8 @@ static bool flush_bytes(kn_tok_buf *run, kn_tok_pieces *out) {
     return ok;
 }
 
-static kn_status byte_fallback(const kn_tok_pieces *in, kn_tok_pieces *out) {
+/* *open_run: the tokens end in a byte token, so a streamed piece that follows may continue the run. */
+static kn_status byte_fallback(const kn_tok_pieces *in, kn_tok_pieces *out, bool *open_run) {
     kn_tok_buf run = {0};
     bool ok = true;
     for (size_t i = 0; i < in->n && ok; i++) {
@@ -172,6 +187,7 @@ static kn_status byte_fallback(const kn_tok_pieces *in, kn_tok_pieces *out) {
             ok = flush_bytes(&run, out) && kn_tok_pieces_add_token(out, t, in->spans[i].len);
         }
     }
+    *open_run = *open_run || run.n > 0;
     ok = ok && flush_bytes(&run, out);
     kn_tok_buf_free(&run);
     return ok ? KN_OK : KN_ERR_OOM;
@@ -203,10 +219,12 @@ static kn_status per_token(const dec_step *s, const char *tok, size_t n, bool fi
     }
     if (ok) at[count] = n;
     if (ok && s->kind == DEC_METASPACE) {
+        /* The library drops every replacement character of the first token: after a fused step,
+         * that token is all the text, so streamed pieces that continue it drop theirs too. */
         for (size_t c = 0; c < count && ok; c++) {
             if (cps[c] != s->ch)
                 ok = kn_tok_buf_put(t, tok + at[c], at[c + 1] - at[c]);
-            else if (!(first && at_start && s->drop_first))
+            else if (!(first && (at_start || fused) && s->drop_first))
                 ok = kn_tok_buf_putc(t, ' ');
         }
     } else if (ok) { /* DEC_STRIP; streaming text that continues a fused token keeps its start */
@@ -222,8 +240,9 @@ static kn_status per_token(const dec_step *s, const char *tok, size_t n, bool fi
 }
 
 kn_status kn_decoder_apply(const kn_decoder *d, kn_tok_pieces *tokens, kn_tok_pieces *scratch, bool at_start,
-                           kn_tok_buf *out) {
+                           kn_tok_buf *out, bool *open_run) {
     bool fused = false;
+    *open_run = false;
     kn_tok_buf t = {0};
     kn_status st = KN_OK;
     for (size_t i = 0; i < d->n && st == KN_OK; i++) {
@@ -233,7 +252,7 @@ kn_status kn_decoder_apply(const kn_decoder *d, kn_tok_pieces *tokens, kn_tok_pi
             st = byte_level(tokens, scratch);
             fused = true;
         } else if (s->kind == DEC_BYTE_FALLBACK) {
-            st = byte_fallback(tokens, scratch);
+            st = byte_fallback(tokens, scratch, open_run);
         } else if (s->kind == DEC_FUSE) {
             if (!kn_tok_pieces_add_token(scratch, tokens->text.p, tokens->text.n)) st = KN_ERR_OOM;
             fused = true;

@@ -199,11 +199,13 @@ kn_decoder *kn_decoder_load(const cJSON *j, const char *file);
 void kn_decoder_free(kn_decoder *d);
 /* Runs the decoder chain over tokens (pieces) and appends the joined text to out. at_start: the
  * tokens begin the sequence (false when streaming continues earlier text: Metaspace's and
- * Strip's rules for the first token then do not apply). */
+ * Strip's rules for the first token then do not apply). *open_run: ByteFallback met a run of
+ * byte tokens at the end, which tokens still to come may continue. */
 kn_status kn_decoder_apply(const kn_decoder *d, kn_tok_pieces *tokens, kn_tok_pieces *scratch, bool at_start,
-                           kn_tok_buf *out);
-/* Whether decoding pieces one after another can equal decoding them together (a Strip of the
- * end of fused text cannot know where the end is). */
+                           kn_tok_buf *out, bool *open_run);
+/* Whether decoding pieces one after another can equal decoding them together: not where a step
+ * after Fuse or ByteLevel reads more than one character of the fused text at a time (a Strip of
+ * its end, a Replace of longer text, ByteFallback, ByteLevel). */
 bool kn_decoder_streamable(const kn_decoder *d);
 
 struct kn_tokenizer {
@@ -216,8 +218,8 @@ struct kn_tokenizer {
     int64_t vocab_size;              /* the largest id + 1 */
 };
 
-/* Decodes ids into out (appending), at_start as for kn_decoder_apply. */
+/* Decodes ids into out (appending), at_start and *open_run as for kn_decoder_apply. */
 kn_status kn_tokenizer_decode_into(const kn_tokenizer *t, const int32_t *ids, size_t n, bool skip_special,
-                                   bool at_start, kn_tok_buf *out);
+                                   bool at_start, kn_tok_buf *out, bool *open_run);
 
 #endif
