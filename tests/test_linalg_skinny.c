@@ -1,11 +1,12 @@
 /* Matrix products in f32, bf16 and f16 against a float64 reference computed from the rounded
  * inputs: the decode shape (a few rows times a weight used transposed, which streams the
  * weight as it is: bf16 pairs by vdpbf16ps where the CPU has AVX512-BF16, other 16-bit weights
- * widened in registers) and the general shape (BLAS; 16-bit operands widened first), with odd
+ * widened in registers; every tile the CPU has, AVX-512, AVX2 and the portable one) and the general shape (BLAS; 16-bit operands widened first), with odd
  * sizes that leave vector tails and partial tiles, strided rows (staged on the stack or, when
  * long, on the heap), and a batch. */
 #include <stdlib.h>
 
+#include "backends/cpu/k_linalg_skinny.h"
 #include "harness.h"
 
 /* want[m, n] = sum_k a[m, k] * w[n, k] */
@@ -40,7 +41,7 @@ static void check_linear(kn_dtype dt, int64_t M, int64_t N, int64_t K) {
     kn_scope_pop();
 }
 
-static void test_decode_shapes(void) {
+static void decode_shapes(void) {
     kn_dtype dts[] = {KN_F32, KN_BF16, KN_F16};
     for (int d = 0; d < 3; d++) {
         check_linear(dts[d], 1, 37, 100);   /* a partial tile of rows and a vector tail */
@@ -53,6 +54,22 @@ static void test_decode_shapes(void) {
         check_linear(dts[d], 20, 700, 20);  /* several panels, the last one partial */
     }
 }
+
+static const char *const tile_names[] = {"portable", "AVX2", "AVX-512", "AVX512-BF16"};
+
+/* Runs check under each tile this CPU has, the widest (the default) last. */
+static void for_each_tile(void (*check)(void)) {
+    for (kn_skinny_tile t = KN_SKINNY_PORTABLE; t <= KN_SKINNY_AVX512_BF16; t++) {
+        if (!kn_cpu_skinny_has(t)) {
+            printf("# skip: the %s tile (this CPU lacks it)\n", tile_names[t]);
+            continue;
+        }
+        kn_cpu_skinny_limit(t);
+        check();
+    }
+}
+
+static void test_decode_shapes(void) { for_each_tile(decode_shapes); }
 
 /* Rows of x that are not contiguous (a column slice) and a weight that is a slice of a wider
  * matrix: the kernel reads both through their strides, staging the rows of x. */
@@ -71,13 +88,15 @@ static void check_strided(kn_dtype dt, int64_t M, int64_t N, int64_t K) {
     kn_scope_pop();
 }
 
-static void test_strided_operands(void) {
+static void strided_operands(void) {
     kn_dtype dts[] = {KN_F32, KN_BF16, KN_F16};
     for (int d = 0; d < 3; d++) {
         check_strided(dts[d], 2, 33, 50);
         check_strided(dts[d], 2, 9, 5000);  /* rows too long for the stack */
     }
 }
+
+static void test_strided_operands(void) { for_each_tile(strided_operands); }
 
 /* A batch of single rows (bmm) does not take the weight path; its results are the same. */
 static void test_batched_rows(void) {

@@ -2,21 +2,25 @@
  * transposed), in f32, bf16 or f16: each weight row streams through once per row of a, tiles of
  * weight rows spread over kiln's pool. Widening the whole matrix into an f32 copy first, as the
  * general 16-bit path does, writes twice the bytes the product reads, on every call. Sums are
- * f32. The AVX-512 tiles are chosen at run time, so that a library built for a portable
+ * f32. The vector tiles are chosen at run time, so that a library built for a portable
  * baseline (an installed kiln) has them too:
  * - bf16 on a CPU with AVX512-BF16 multiplies pairs of bf16 as they are (vdpbf16ps): no widening
  *   of either operand, half the instructions per weight byte of the widening tile;
- * - otherwise 16-bit weights are widened to f32 in registers, against rows of a widened once.
+ * - otherwise 16-bit weights are widened to f32 in registers, against rows of a widened once,
+ *   in AVX-512 or, on a CPU without it, AVX2 with FMA and F16C (the scalar tile ran bf16 at half
+ *   f32's rate and f16 at a third, on weights of half the bytes).
  * f32 rows of a with unit stride are read in place, so a decode step allocates nothing. */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#define KN_SKINNY_AVX512 1
+#define KN_SKINNY_X86 1
 #endif
 
 #include "backends/cpu/k_linalg_skinny.h"
+#include "core/half.h"
 #include "core/thread_pool.h"
 
 /* Weight rows per tile: independent FMA chains sharing each load of a. The f32 tile streams
@@ -25,7 +29,6 @@
 enum { ROWS = 8, ROWS_BF16 = 4 };
 enum { STAGE_ON_STACK = 4096 }; /* rows of a up to this many elements in all are staged on the stack */
 
-typedef enum { TILE_PORTABLE, TILE_AVX512, TILE_AVX512_BF16 } tile_kind;
 
 static inline float load_one(kn_dtype dt, const void *w, int64_t i) {
     switch (dt) {
@@ -35,7 +38,7 @@ static inline float load_one(kn_dtype dt, const void *w, int64_t i) {
     }
 }
 
-#ifdef KN_SKINNY_AVX512
+#ifdef KN_SKINNY_X86
 /* The sums of n rows over the multiples of 16 of K, 16 lanes a row; returns how far it got. */
 __attribute__((target("avx512f"), always_inline)) static inline int64_t
 dot_rows_avx512(kn_dtype dt, const float *a, const char *w, int64_t ldw_bytes, int64_t K, float *y, const int n) {
@@ -65,6 +68,42 @@ __attribute__((target("avx512f"))) static int64_t dot_rows_avx512_8(kn_dtype dt,
 __attribute__((target("avx512f"))) static int64_t dot_rows_avx512_4(kn_dtype dt, const float *a, const char *w,
                                                                     int64_t ldw_bytes, int64_t K, float *y) {
     return dot_rows_avx512(dt, a, w, ldw_bytes, K, y, 4);
+}
+
+/* The AVX2 form of dot_rows_avx512: 8 lanes a row (FMA, 16-bit weights widened by F16C or a
+ * shift). */
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline int64_t
+dot_rows_avx2(kn_dtype dt, const float *a, const char *w, int64_t ldw_bytes, int64_t K, float *y, const int n) {
+    const int64_t es = dt == KN_F32 ? 4 : 2;
+    __m256 s[ROWS];
+    for (int r = 0; r < n; r++) s[r] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+        const __m256 x = _mm256_loadu_ps(a + k);
+#pragma GCC unroll 8
+        for (int r = 0; r < n; r++) {
+            const void *p = w + r * ldw_bytes + k * es;
+            const __m256 v = dt == KN_F32 ? _mm256_loadu_ps(p)
+                             : dt == KN_BF16
+                                 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(p)), 16))
+                                 : _mm256_cvtph_ps(_mm_loadu_si128(p));
+            s[r] = _mm256_fmadd_ps(x, v, s[r]);
+        }
+    }
+    for (int r = 0; r < n; r++) {
+        const __m128 h = _mm_add_ps(_mm256_castps256_ps128(s[r]), _mm256_extractf128_ps(s[r], 1));
+        const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        y[r] = _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+    }
+    return k;
+}
+__attribute__((target("avx2,fma,f16c"))) static int64_t dot_rows_avx2_8(kn_dtype dt, const float *a, const char *w,
+                                                                       int64_t ldw_bytes, int64_t K, float *y) {
+    return dot_rows_avx2(dt, a, w, ldw_bytes, K, y, ROWS);
+}
+__attribute__((target("avx2,fma,f16c"))) static int64_t dot_rows_avx2_4(kn_dtype dt, const float *a, const char *w,
+                                                                       int64_t ldw_bytes, int64_t K, float *y) {
+    return dot_rows_avx2(dt, a, w, ldw_bytes, K, y, 4);
 }
 
 /* y[r] = a . w_r for the nr rows of a tile, bf16 a and w: pairs of products summed into f32
@@ -99,14 +138,16 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void dot_rows_bf16
  * partial tile of 4 rows or more runs its first 4 as a vector tile, so that every row's sum
  * is the one of the 4-row tiles the kernel had before (the same f32 bits in decode). */
 static void dot_rows(kn_dtype dt, const float *a, const char *w, int64_t ldw_bytes, int nr, int64_t K, float *y,
-                     bool avx512) {
+                     kn_skinny_tile tile) {
     int64_t k = 0;
     int vec_rows = 0;
-#ifdef KN_SKINNY_AVX512
-    if (avx512 && nr == ROWS) vec_rows = ROWS, k = dot_rows_avx512_8(dt, a, w, ldw_bytes, K, y);
-    else if (avx512 && nr >= 4) vec_rows = 4, k = dot_rows_avx512_4(dt, a, w, ldw_bytes, K, y);
+#ifdef KN_SKINNY_X86
+    if (tile == KN_SKINNY_AVX512 && nr == ROWS) vec_rows = ROWS, k = dot_rows_avx512_8(dt, a, w, ldw_bytes, K, y);
+    else if (tile == KN_SKINNY_AVX512 && nr >= 4) vec_rows = 4, k = dot_rows_avx512_4(dt, a, w, ldw_bytes, K, y);
+    else if (tile == KN_SKINNY_AVX2 && nr == ROWS) vec_rows = ROWS, k = dot_rows_avx2_8(dt, a, w, ldw_bytes, K, y);
+    else if (tile == KN_SKINNY_AVX2 && nr >= 4) vec_rows = 4, k = dot_rows_avx2_4(dt, a, w, ldw_bytes, K, y);
 #else
-    (void)avx512;
+    (void)tile;
 #endif
     /* The tail of the vector rows, and the whole of the others: 8 partial sums per row, which
      * the compiler keeps in one vector. */
@@ -126,8 +167,8 @@ static void dot_rows(kn_dtype dt, const float *a, const char *w, int64_t ldw_byt
 
 typedef struct skinny_job {
     kn_dtype dt;
-    tile_kind tile;
-    const void *a; /* rows of a at stride lda: bf16 as given for TILE_AVX512_BF16, else f32 */
+    kn_skinny_tile tile;
+    const void *a; /* rows of a at stride lda: bf16 as given for KN_SKINNY_AVX512_BF16, else f32 */
     int64_t lda;
     const char *w;
     void *c;
@@ -146,13 +187,12 @@ static void skinny_tiles(void *ctx, int64_t begin, int64_t end, int chunk) {
         const char *wt = j->w + n0 * j->ldw * es;
         for (int64_t i = 0; i < j->M; i++) {
             float y[ROWS];
-#ifdef KN_SKINNY_AVX512
-            if (j->tile == TILE_AVX512_BF16)
+#ifdef KN_SKINNY_X86
+            if (j->tile == KN_SKINNY_AVX512_BF16)
                 dot_rows_bf16((const uint16_t *)j->a + i * j->lda, wt, j->ldw * es, nr, j->K, y);
             else
 #endif
-                dot_rows(j->dt, (const float *)j->a + i * j->lda, wt, j->ldw * es, nr, j->K, y,
-                         j->tile == TILE_AVX512);
+                dot_rows(j->dt, (const float *)j->a + i * j->lda, wt, j->ldw * es, nr, j->K, y, j->tile);
             for (int r = 0; r < nr; r++) {
                 int64_t o = i * j->N + n0 + r;
                 if (j->dt == KN_F32) ((float *)j->c)[o] = y[r];
@@ -164,23 +204,38 @@ static void skinny_tiles(void *ctx, int64_t begin, int64_t end, int chunk) {
     }
 }
 
-static tile_kind pick_tile(kn_dtype dt) {
-#ifdef KN_SKINNY_AVX512
-    if (dt == KN_BF16 && __builtin_cpu_supports("avx512bf16")) return TILE_AVX512_BF16;
-    if (__builtin_cpu_supports("avx512f")) return TILE_AVX512;
+bool kn_cpu_skinny_has(kn_skinny_tile t) {
+#ifdef KN_SKINNY_X86
+    switch (t) {
+    case KN_SKINNY_AVX512_BF16: return __builtin_cpu_supports("avx512bf16");
+    case KN_SKINNY_AVX512: return __builtin_cpu_supports("avx512f");
+    case KN_SKINNY_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    default: return true;
+    }
 #else
-    (void)dt;
+    return t == KN_SKINNY_PORTABLE;
 #endif
-    return TILE_PORTABLE;
+}
+
+static _Atomic kn_skinny_tile tile_limit = KN_SKINNY_AVX512_BF16;
+
+void kn_cpu_skinny_limit(kn_skinny_tile t) { tile_limit = t; }
+
+/* The widest tile the CPU has for dt, up to the limit (the bf16 pair tile takes only bf16). */
+static kn_skinny_tile pick_tile(kn_dtype dt) {
+    for (kn_skinny_tile t = tile_limit; t > KN_SKINNY_PORTABLE; t--)
+        if ((t != KN_SKINNY_AVX512_BF16 || dt == KN_BF16) && kn_cpu_skinny_has(t)) return t;
+    return KN_SKINNY_PORTABLE;
 }
 
 bool kn_cpu_skinny(kn_dtype dt, const void *a, int64_t ars, int64_t acs, const void *w, int64_t ldw, void *c,
                    int64_t M, int64_t N, int64_t K) {
-    const tile_kind tile = pick_tile(dt);
-    skinny_job job = {dt, tile, a, ars, w, c, ldw, M, N, K, tile == TILE_AVX512_BF16 ? ROWS_BF16 : ROWS};
+    const kn_skinny_tile tile = pick_tile(dt);
+    skinny_job job = {dt, tile, a, ars, w, c, ldw, M, N, K, tile == KN_SKINNY_AVX512_BF16 ? ROWS_BF16 : ROWS};
     /* The tiles read a's rows contiguous and in their element type (bf16 for the bf16 tile, f32
      * otherwise): rows already so are read in place, others are staged. */
-    const bool native = dt == KN_F32 || job.tile == TILE_AVX512_BF16;
+    const bool native = dt == KN_F32 || job.tile == KN_SKINNY_AVX512_BF16;
     union { float f[STAGE_ON_STACK]; uint16_t h[2 * STAGE_ON_STACK]; } stack;
     void *staged = NULL;
     if (!native || acs != 1) {
