@@ -39,72 +39,48 @@ static inline float load_one(kn_dtype dt, const void *w, int64_t i) {
 }
 
 #ifdef KN_SKINNY_X86
-/* The sums of n rows over the multiples of 16 of K, 16 lanes a row; returns how far it got. */
-__attribute__((target("avx512f"), always_inline)) static inline int64_t
-dot_rows_avx512(kn_dtype dt, const float *a, const char *w, int64_t ldw_bytes, int64_t K, float *y, const int n) {
-    const int64_t es = dt == KN_F32 ? 4 : 2;
-    __m512 s[ROWS];
-    for (int r = 0; r < n; r++) s[r] = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 16 <= K; k += 16) {
-        const __m512 x = _mm512_loadu_ps(a + k);
-#pragma GCC unroll 8
-        for (int r = 0; r < n; r++) {
-            const void *p = w + r * ldw_bytes + k * es;
-            const __m512 v = dt == KN_F32 ? _mm512_loadu_ps(p)
-                             : dt == KN_BF16
-                                 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p)), 16))
-                                 : _mm512_cvtph_ps(_mm256_loadu_si256(p));
-            s[r] = _mm512_fmadd_ps(x, v, s[r]);
-        }
-    }
-    for (int r = 0; r < n; r++) y[r] = _mm512_reduce_add_ps(s[r]);
-    return k;
-}
-__attribute__((target("avx512f"))) static int64_t dot_rows_avx512_8(kn_dtype dt, const float *a, const char *w,
-                                                                    int64_t ldw_bytes, int64_t K, float *y) {
-    return dot_rows_avx512(dt, a, w, ldw_bytes, K, y, ROWS);
-}
-__attribute__((target("avx512f"))) static int64_t dot_rows_avx512_4(kn_dtype dt, const float *a, const char *w,
-                                                                    int64_t ldw_bytes, int64_t K, float *y) {
-    return dot_rows_avx512(dt, a, w, ldw_bytes, K, y, 4);
+__attribute__((target("avx2"))) static inline float reduce_add_avx2(__m256 v) {
+    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
 }
 
-/* The AVX2 form of dot_rows_avx512: 8 lanes a row (FMA, 16-bit weights widened by F16C or a
- * shift). */
-__attribute__((target("avx2,fma,f16c"), always_inline)) static inline int64_t
-dot_rows_avx2(kn_dtype dt, const float *a, const char *w, int64_t ldw_bytes, int64_t K, float *y, const int n) {
-    const int64_t es = dt == KN_F32 ? 4 : 2;
-    __m256 s[ROWS];
-    for (int r = 0; r < n; r++) s[r] = _mm256_setzero_ps();
-    int64_t k = 0;
-    for (; k + 8 <= K; k += 8) {
-        const __m256 x = _mm256_loadu_ps(a + k);
-#pragma GCC unroll 8
-        for (int r = 0; r < n; r++) {
-            const void *p = w + r * ldw_bytes + k * es;
-            const __m256 v = dt == KN_F32 ? _mm256_loadu_ps(p)
-                             : dt == KN_BF16
-                                 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(p)), 16))
-                                 : _mm256_cvtph_ps(_mm_loadu_si128(p));
-            s[r] = _mm256_fmadd_ps(x, v, s[r]);
-        }
+/* A widening tile for one instruction set: dot_rows_ISA_8 and _4 sum 8 or 4 weight rows over the
+ * multiples of LANES of K, one FMA chain of LANES lanes a row (16-bit weights widened in
+ * registers: bf16 by a shift, f16 by vcvtph2ps), and return how far along K they got. V is the
+ * vector type, P its intrinsics' prefix, HLOAD the load of LANES 16-bit values, SI the integer
+ * vector's width in the cast's name. */
+#define DOT_ROWS_TILE(ISA, TARGET, V, P, LANES, HLOAD, SI, REDUCE)                                                   \
+    __attribute__((target(TARGET), always_inline)) static inline int64_t dot_rows_##ISA(                              \
+        kn_dtype dt, const float *a, const char *w, int64_t ldw_bytes, int64_t K, float *y, const int n) {           \
+        const int64_t es = dt == KN_F32 ? 4 : 2;                                                                     \
+        V s[ROWS];                                                                                                   \
+        for (int r = 0; r < n; r++) s[r] = P##_setzero_ps();                                                         \
+        int64_t k = 0;                                                                                               \
+        for (; k + LANES <= K; k += LANES) {                                                                         \
+            const V x = P##_loadu_ps(a + k);                                                                         \
+            _Pragma("GCC unroll 8") for (int r = 0; r < n; r++) {                                                    \
+                const void *p = w + r * ldw_bytes + k * es;                                                          \
+                const V v = dt == KN_F32    ? P##_loadu_ps(p)                                                        \
+                            : dt == KN_BF16 ? P##_castsi##SI##_ps(P##_slli_epi32(P##_cvtepu16_epi32(HLOAD(p)), 16)) \
+                                            : P##_cvtph_ps(HLOAD(p));                                                \
+                s[r] = P##_fmadd_ps(x, v, s[r]);                                                                     \
+            }                                                                                                        \
+        }                                                                                                            \
+        for (int r = 0; r < n; r++) y[r] = REDUCE(s[r]);                                                             \
+        return k;                                                                                                    \
+    }                                                                                                                \
+    __attribute__((target(TARGET))) static int64_t dot_rows_##ISA##_8(kn_dtype dt, const float *a, const char *w,    \
+                                                                      int64_t ldw_bytes, int64_t K, float *y) {      \
+        return dot_rows_##ISA(dt, a, w, ldw_bytes, K, y, ROWS);                                                      \
+    }                                                                                                                \
+    __attribute__((target(TARGET))) static int64_t dot_rows_##ISA##_4(kn_dtype dt, const float *a, const char *w,    \
+                                                                      int64_t ldw_bytes, int64_t K, float *y) {      \
+        return dot_rows_##ISA(dt, a, w, ldw_bytes, K, y, 4);                                                         \
     }
-    for (int r = 0; r < n; r++) {
-        const __m128 h = _mm_add_ps(_mm256_castps256_ps128(s[r]), _mm256_extractf128_ps(s[r], 1));
-        const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        y[r] = _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
-    }
-    return k;
-}
-__attribute__((target("avx2,fma,f16c"))) static int64_t dot_rows_avx2_8(kn_dtype dt, const float *a, const char *w,
-                                                                       int64_t ldw_bytes, int64_t K, float *y) {
-    return dot_rows_avx2(dt, a, w, ldw_bytes, K, y, ROWS);
-}
-__attribute__((target("avx2,fma,f16c"))) static int64_t dot_rows_avx2_4(kn_dtype dt, const float *a, const char *w,
-                                                                       int64_t ldw_bytes, int64_t K, float *y) {
-    return dot_rows_avx2(dt, a, w, ldw_bytes, K, y, 4);
-}
+
+DOT_ROWS_TILE(avx512, "avx512f", __m512, _mm512, 16, _mm256_loadu_si256, 512, _mm512_reduce_add_ps)
+DOT_ROWS_TILE(avx2, "avx2,fma,f16c", __m256, _mm256, 8, _mm_loadu_si128, 256, reduce_add_avx2)
 
 /* y[r] = a . w_r for the nr rows of a tile, bf16 a and w: pairs of products summed into f32
  * lanes by vdpbf16ps, 32 elements a step, the tail of K by masked loads. A partial tile reads
