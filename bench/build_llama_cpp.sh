@@ -16,7 +16,18 @@ fi
 VERSION=${LLAMA_CPP_PYTHON_VERSION:-}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-pip download --no-binary :all: --no-deps "llama-cpp-python${VERSION:+==$VERSION}" -d "$TMP" >&2
+# The sdist's address from PyPI's JSON API: `pip download` of an sdist first installs its
+# build backend's dependencies from source (minutes, or stuck on a slow mirror) to read metadata
+# this script does not need.
+python3 - "${VERSION}" "$TMP" >&2 <<'PY'
+import json, sys, urllib.request
+version, dest = sys.argv[1], sys.argv[2]
+url = "https://pypi.org/pypi/llama-cpp-python/%sjson" % (version + "/" if version else "")
+files = json.load(urllib.request.urlopen(url, timeout=60))["urls"]
+sdist = next(f for f in files if f["packagetype"] == "sdist")
+print("llama.cpp: fetching", sdist["url"])
+urllib.request.urlretrieve(sdist["url"], dest + "/" + sdist["filename"])
+PY
 tar -xzf "$TMP"/llama_cpp_python-*.tar.gz -C "$TMP"
 SRC=$(ls -d "$TMP"/llama_cpp_python-*/vendor/llama.cpp)
 mkdir -p "$(dirname "$DEST")"
