@@ -20,13 +20,14 @@ trap 'rm -rf "$TMP"' EXIT
 # build backend's dependencies from source (minutes, or stuck on a slow mirror) to read metadata
 # this script does not need.
 python3 - "${VERSION}" "$TMP" >&2 <<'PY'
-import json, sys, urllib.request
+import json, sys, urllib.parse, urllib.request
 version, dest = sys.argv[1], sys.argv[2]
 url = "https://pypi.org/pypi/llama-cpp-python/%sjson" % (version + "/" if version else "")
 files = json.load(urllib.request.urlopen(url, timeout=60))["urls"]
 sdist = next(f for f in files if f["packagetype"] == "sdist")
-print("llama.cpp: fetching", sdist["url"])
-urllib.request.urlretrieve(sdist["url"], dest + "/" + sdist["filename"])
+address = urllib.parse.urljoin(url, sdist["url"])  # a mirror may answer with a relative address
+print("llama.cpp: fetching", address)
+urllib.request.urlretrieve(address, dest + "/" + sdist["filename"])
 PY
 tar -xzf "$TMP"/llama_cpp_python-*.tar.gz -C "$TMP"
 SRC=$(ls -d "$TMP"/llama_cpp_python-*/vendor/llama.cpp)
