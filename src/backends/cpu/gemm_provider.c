@@ -44,20 +44,23 @@ bool kn_gemm_has(kn_gemm_provider p, kn_dtype dt) {
     return p == KN_GEMM_ONEDNN ? kn_gemm_onednn_has(dt) : p == KN_GEMM_OPENBLAS || p == KN_GEMM_REF;
 }
 
-bool kn_gemm_openblas_lacks_avx512(void) {
+bool kn_gemm_openblas_runs_avx512(void) {
     if (!__builtin_cpu_supports("avx512f")) return false;
     char core[64];
     snprintf(core, sizeof core, "%s", openblas_get_corename());
     for (char *c = core; *c; c++) *c = (char)tolower((unsigned char)*c);
-    return !strstr(core, "skylakex") && !strstr(core, "cooperlake") && !strstr(core, "sapphire");
+    return strstr(core, "skylakex") || strstr(core, "cooperlake") || strstr(core, "sapphire");
 }
 
-/* f32: onednn where OpenBLAS lacks this CPU's AVX-512, else openblas; f64: openblas; bf16 and
- * f16: onednn where oneDNN has the dtype (only on a CPU whose ISA has it: AVX512-BF16, AMX or
- * AVX512-FP16, where it ran 2.5-4x widened OpenBLAS), else openblas. Fixed rules rather than a
- * timing, so a machine gives the same results in every run (exact resume). */
+/* f32: openblas where it runs AVX-512 kernels on an AVX-512 CPU (level with oneDNN there), else
+ * onednn: Debian's OpenBLAS 0.3.21 runs its Haswell kernels on AMD Zen 4 at about half
+ * oneDNN's rate, and on an AVX2-only Zen 1 its 2-thread panels of model-sized products (128
+ * rows, 288-768 wide) ran at 20-27 GFLOP/s against oneDNN's 59-63 (equal from 2048 wide). f64:
+ * openblas; bf16 and f16: onednn where oneDNN has the dtype (only on a CPU whose ISA has it:
+ * AVX512-BF16, AMX or AVX512-FP16, where it ran 2.5-4x widened OpenBLAS), else openblas. Fixed
+ * rules rather than a timing, so a machine gives the same results in every run (exact resume). */
 static kn_gemm_provider default_for(kn_dtype dt) {
-    if (dt == KN_F32) return kn_gemm_onednn_has(dt) && kn_gemm_openblas_lacks_avx512() ? KN_GEMM_ONEDNN : KN_GEMM_OPENBLAS;
+    if (dt == KN_F32) return kn_gemm_onednn_has(dt) && !kn_gemm_openblas_runs_avx512() ? KN_GEMM_ONEDNN : KN_GEMM_OPENBLAS;
     return (dt == KN_BF16 || dt == KN_F16) && kn_gemm_onednn_has(dt) ? KN_GEMM_ONEDNN : KN_GEMM_OPENBLAS;
 }
 

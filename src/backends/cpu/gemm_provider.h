@@ -3,8 +3,8 @@
  * oneDNN has them; gemm_onednn.c) or ref (a plain loop with float64 accumulation, for checks).
  * KILN_GEMM=openblas|onednn|ref forces one for every dtype it has; a dtype it lacks takes the
  * default and counts a fallback. The default (docs/decisions.md, "oneDNN as a matmul provider",
- * "kiln's thread pool"): f32 on onednn where this OpenBLAS runs kernels without the CPU's
- * AVX-512 (a fixed rule, so f32 results are the same in every run on a machine), else openblas;
+ * "kiln's thread pool"): f32 on openblas where it runs AVX-512 kernels on an AVX-512 CPU, else
+ * on onednn (a fixed rule, so f32 results are the same in every run on a machine);
  * f64 on openblas; bf16 and f16 on onednn where oneDNN has the dtype (a CPU whose ISA has it),
  * else openblas. The decode path (k_linalg_skinny.c) and integer products stay outside. */
 #ifndef KILN_BACKENDS_CPU_GEMM_PROVIDER_H
@@ -55,9 +55,9 @@ kn_status kn_gemm_forced(kn_gemm_provider *out);
 /* Reads KILN_GEMM again (it is read once, at first use; tests change it). */
 void kn_gemm_reload(void);
 
-/* Whether the CPU has AVX-512 and OpenBLAS's kernels for it do not use it (Debian's 0.3.21 runs
- * its Haswell kernels on AMD Zen 4, at about half oneDNN's f32 rate). */
-bool kn_gemm_openblas_lacks_avx512(void);
+/* Whether the CPU has AVX-512 and OpenBLAS runs AVX-512 kernels on it (Debian's 0.3.21 runs its
+ * Haswell kernels on AMD Zen 4). */
+bool kn_gemm_openblas_runs_avx512(void);
 
 /* Whether the provider can run products of dt in this build on this CPU. */
 bool kn_gemm_has(kn_gemm_provider p, kn_dtype dt);
