@@ -29,6 +29,9 @@ if [ -z "${LLAMA_CPP:-}" ]; then
     LLAMA_CPP=$(sh "$HERE/build_llama_cpp.sh") || { echo "lm_compare: building llama.cpp failed" >&2; exit 1; }
 fi
 [ "$LLAMA_CPP" = none ] && LLAMA_CPP=
+# `make` does not build the benchmarks: bring bench_lm up to date with the library, so that a
+# run never measures a binary left from an earlier library.
+cmake --build "$BUILD" --target bench_lm > /dev/null || { echo "lm_compare: building bench_lm in $BUILD failed" >&2; exit 1; }
 echo "lm_compare: $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 OUT="$DIR/results"
 mkdir -p "$OUT"
