@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define KN_SKINNY_X86 1
 #endif
@@ -185,8 +186,12 @@ bool kn_cpu_skinny_has(kn_skinny_tile t) {
     switch (t) {
     case KN_SKINNY_AVX512_BF16: return __builtin_cpu_supports("avx512bf16");
     case KN_SKINNY_AVX512: return __builtin_cpu_supports("avx512f");
-    case KN_SKINNY_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case KN_SKINNY_AVX2: {
+        /* F16C by CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c". */
+        unsigned eax, ebx, ecx, edx;
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+    }
     default: return true;
     }
 #else
