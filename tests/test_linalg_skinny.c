@@ -130,8 +130,29 @@ static void test_plain_layout(void) {
     kn_scope_pop();
 }
 
+/* A weight row gives the same bits whatever its place in a tile: the first 5 rows of a 16-row
+ * weight (two full tiles) against those 5 alone (a partial tile). */
+static void same_bits_in_partial_tiles(void) {
+    kn_dtype dts[] = {KN_F32, KN_BF16, KN_F16};
+    for (int d = 0; d < 3; d++) {
+        kn_scope_push();
+        kn_tensor *x = rand_tensor(KN_SHAPE(1, 300), dts[d], -1, 1), *w = rand_tensor(KN_SHAPE(16, 300), dts[d], -1, 1);
+        kn_tensor *full = kn_cast(kn_linear(x, w, NULL), KN_F64);
+        kn_tensor *part = kn_cast(kn_linear(x, kn_narrow(w, 0, 0, 5), NULL), KN_F64);
+        double *f = read_f64(full), *p = read_f64(part);
+        bool same = true;
+        for (int n = 0; n < 5; n++) same = same && f[n] == p[n];
+        CHECK_MSG(same, "%s: a row's sum differs between a full tile and a partial one", kn_dtype_name(dts[d]));
+        free(f), free(p);
+        kn_scope_pop();
+    }
+}
+
+static void test_same_bits_in_partial_tiles(void) { for_each_tile(same_bits_in_partial_tiles); }
+
 int main(void) {
     RUN(test_decode_shapes);
+    RUN(test_same_bits_in_partial_tiles);
     RUN(test_strided_operands);
     RUN(test_batched_rows);
     RUN(test_plain_layout);
