@@ -2,7 +2,7 @@
  * openblas provider: products are split over kiln's pool (gemm_tiles.h) and each piece is one
  * single-threaded BLAS call; strided operands go to BLAS as they are when one of their
  * last two strides is 1, single rows use GEMV (no packing), 16-bit floats are widened to f32,
- * integers use a plain loop. A few rows times a weight stored [N, K] (decode) go to
+ * multiplied by the f32 provider, integers use a plain loop. A few rows times a weight stored [N, K] (decode) go to
  * k_linalg_skinny.c instead, in f32 and 16-bit floats alike. */
 #include <cblas.h>
 #include <stdatomic.h>
@@ -113,45 +113,75 @@ static void widen(kn_dtype dt, const uint16_t *restrict x, float *restrict y, in
         for (int64_t i = 0; i < n; i++) y[i] = kn_half_to_f32_f16(x[i]);
 }
 
+/* 16-bit floats widened to f32 are multiplied by the f32 provider: oneDNN's block, or OpenBLAS's
+ * for a layout oneDNN turns down. */
+static kn_gemm_result onednn_else_openblas_block(const kn_gemm_block *blk) {
+    const kn_gemm_result r = kn_gemm_onednn_block(blk);
+    return r == KN_GEMM_TURNED_DOWN ? kn_gemm_openblas_block(blk) : r;
+}
+
+static kn_gemm_block_fn widened_block(void) {
+    kn_gemm_provider p = KN_GEMM_OPENBLAS;
+    kn_gemm_choice(KN_F32, &p); /* a bad KILN_GEMM has failed the product's own selection already */
+    return p == KN_GEMM_ONEDNN ? onednn_else_openblas_block : kn_gemm_openblas_block;
+}
+
+static kn_status widened_status(kn_gemm_result r) {
+    return r == KN_GEMM_DONE        ? KN_OK
+           : r == KN_GEMM_FAILED    ? kn_error(KN_ERR_INTERNAL, "matmul: the f32 provider failed on a widened product")
+                                    : kn_error(KN_ERR_OOM, "matmul: out of memory widening an operand");
+}
+
 /* Many rows times a 16-bit weight stored [N, K] (prefill): the weight is widened one panel of
  * rows at a time into a buffer that stays in cache, in its own memory order, and each panel
- * goes to SGEMM; panels spread over the pool. Widening the transposed weight as a whole (the
- * general path) gathers it against its strides and writes an f32 copy of the matrix, and cost
- * more than the product. */
+ * goes to the f32 provider; panels spread over the pool, at least one a thread where N allows
+ * (stories15M's 288-wide products were one panel, which one thread did alone; two a thread,
+ * narrower, were slower on Zen 1). Widening the
+ * transposed weight as a whole (the general path) gathers it against its strides and writes an
+ * f32 copy of the matrix, and cost more than the product. */
 typedef struct half_weight_job {
     kn_dtype dt;
+    kn_gemm_block_fn f32_block;
     const float *af; /* a widened, [M, K] */
     const uint16_t *w;
     uint16_t *c;
     int64_t ldw, M, N, K, nb;
-    atomic_bool oom;
+    atomic_int worst; /* kn_gemm_result */
 } half_weight_job;
 
 static void half_weight_panels(void *ctx, int64_t begin, int64_t end, int chunk) {
     half_weight_job *j = ctx;
     const int64_t M = j->M, K = j->K, nb = j->nb;
     float *wf = malloc(sizeof(float) * (size_t)(nb * K)), *cf = malloc(sizeof(float) * (size_t)(M * nb));
-    if (!wf || !cf) atomic_store(&j->oom, true);
-    for (int64_t p = begin; p < end && wf && cf; p++) {
+    kn_gemm_result res = wf && cf ? KN_GEMM_DONE : KN_GEMM_NO_MEMORY;
+    for (int64_t p = begin; p < end && res == KN_GEMM_DONE; p++) {
         const int64_t n0 = p * nb, rows = j->N - n0 < nb ? j->N - n0 : nb;
         for (int64_t r = 0; r < rows; r++) widen(j->dt, j->w + (n0 + r) * j->ldw, wf + r * K, K);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)rows, (int)K, 1, j->af, (int)K, wf, (int)K,
-                    0, cf, (int)rows);
-        for (int64_t i = 0; i < M; i++)
+        /* cf [M, rows] = af [M, K] times wf^T, wf [rows, K] */
+        const kn_gemm_block blk = {.dt = KN_F32, .a = j->af, .b = wf, .c = cf, .ars = K, .acs = 1, .brs = 1,
+                                   .bcs = K, .ldc = rows, .M = M, .N = rows, .K = K, .batches = 1};
+        res = j->f32_block(&blk);
+        for (int64_t i = 0; i < M && res == KN_GEMM_DONE; i++)
             for (int64_t r = 0; r < rows; r++) {
                 const float v = cf[i * rows + r];
                 j->c[i * j->N + n0 + r] = j->dt == KN_BF16 ? kn_half_from_f32_bf16(v) : kn_half_from_f32_f16(v);
             }
     }
+    int cur = atomic_load(&j->worst);
+    while ((int)res > cur && !atomic_compare_exchange_weak(&j->worst, &cur, (int)res)) {
+    }
     free(wf);
     free(cf);
 }
 
-static bool matmul_half_weight(kn_dtype dt, const kn_tensor *a, const uint16_t *w, int64_t ldw, uint16_t *c,
-                               int64_t M, int64_t N, int64_t K) {
-    const int64_t nb = K >= 16384 ? 16 : 262144 / K; /* a panel of about 1 MB */
+static kn_gemm_result matmul_half_weight(kn_dtype dt, kn_gemm_block_fn f32_block, const kn_tensor *a,
+                                         const uint16_t *w, int64_t ldw, uint16_t *c, int64_t M, int64_t N,
+                                         int64_t K) {
+    int64_t nb = K >= 16384 ? 16 : 262144 / K; /* a panel of about 1 MB */
+    const int64_t a_thread = (N + kn_pool_threads() - 1) / kn_pool_threads();
+    if (nb > a_thread) nb = a_thread < 64 ? 64 : (a_thread + 15) & ~(int64_t)15;
     float *af = malloc(sizeof(float) * (size_t)(M * K));
-    if (!af) return false;
+    if (!af) return KN_GEMM_NO_MEMORY;
     const uint16_t *a0 = kn_tensor_data(a);
     const int64_t ars = a->stride[0], acs = a->stride[1];
     for (int64_t i = 0; i < M; i++) {
@@ -159,10 +189,10 @@ static bool matmul_half_weight(kn_dtype dt, const kn_tensor *a, const uint16_t *
         else
             for (int64_t k = 0; k < K; k++) widen(dt, a0 + i * ars + k * acs, af + i * K + k, 1);
     }
-    half_weight_job job = {dt, af, w, c, ldw, M, N, K, nb, false};
+    half_weight_job job = {dt, f32_block, af, w, c, ldw, M, N, K, nb, KN_GEMM_DONE};
     kn_parallel_for((N + nb - 1) / nb, 2 * M * nb * K / 64, half_weight_panels, &job);
     free(af);
-    return !atomic_load(&job.oom);
+    return (kn_gemm_result)atomic_load(&job.worst);
 }
 
 /* 16-bit floats: widen both operands to contiguous f32, multiply, narrow the result. */
@@ -175,12 +205,8 @@ static kn_status matmul_half(kn_tensor *a, kn_tensor *b, kn_tensor *out, int64_t
     kn_status st = wc ? KN_OK : kn_last_status();
     if (st == KN_OK) st = kn_cpu_copy_into(wa, a);
     if (st == KN_OK) st = kn_cpu_copy_into(wb, b);
-    if (st == KN_OK) {
-        if (kn_gemm_tensors(wa, wb, wc, batches, M, N, K, kn_gemm_openblas_block) == KN_GEMM_DONE)
-            st = kn_cpu_copy_into(out, wc);
-        else
-            st = kn_error(KN_ERR_OOM, "matmul: out of memory gathering an operand");
-    }
+    if (st == KN_OK) st = widened_status(kn_gemm_tensors(wa, wb, wc, batches, M, N, K, widened_block()));
+    if (st == KN_OK) st = kn_cpu_copy_into(out, wc);
     kn_tensor_decref(wa);
     kn_tensor_decref(wb);
     kn_tensor_decref(wc);
@@ -231,9 +257,8 @@ kn_status kn_gemm_openblas(kn_tensor *a, kn_tensor *b, kn_tensor *out, int64_t b
                    : kn_error(KN_ERR_OOM, "matmul: out of memory gathering an operand");
     if (!(batches == 1 && nd == 2 && b->stride[0] == 1 && b->stride[1] >= K))
         return matmul_half(a, b, out, batches, M, N, K);
-    if (!matmul_half_weight(out->dtype, a, kn_tensor_data(b), b->stride[1], kn_tensor_data(out), M, N, K))
-        return kn_error(KN_ERR_OOM, "matmul: out of memory widening an operand");
-    return KN_OK;
+    return widened_status(
+        matmul_half_weight(out->dtype, widened_block(), a, kn_tensor_data(b), b->stride[1], kn_tensor_data(out), M, N, K));
 }
 
 /* A float product on the provider chosen for its dtype; one that oneDNN turns down (a layout
