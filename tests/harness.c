@@ -96,13 +96,19 @@ void check_fixture_grads(kn_safetensors *f, const kn_named_tensors *params, tole
 }
 
 char *read_text_file(const char *path) {
+    /* Read to the end rather than by the file's size: /proc files (cpuinfo) say they hold 0 bytes. */
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
+    size_t n = 0, cap = 4096;
+    char *s = malloc(cap + 1);
+    for (size_t got; s && (got = fread(s + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) {
+            char *grown = realloc(s, 2 * cap + 1);
+            if (!grown) free(s);
+            s = grown, cap *= 2;
+        }
+    }
     if (s) s[n] = '\0';
     fclose(f);
     return s;

@@ -110,10 +110,12 @@ DOT_ROWS_TILE(avx2, "avx2,fma,f16c", __m256, _mm256, 8, _mm_loadu_si128, 256, re
 
 /* y[r] = a . w_r for the nr rows of a tile, bf16 a and w: pairs of products summed into f32
  * lanes by vdpbf16ps, 32 elements a step, the tail of K by masked loads. A partial tile reads
- * its last row again in place of the missing ones, whose sums are dropped. */
+ * its last row again in place of the missing ones, whose sums are dropped. With next set, the
+ * next tile is prefetched as in the widening tile. */
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void dot_rows_bf16(const uint16_t *a, const char *w,
                                                                                 int64_t ldw_bytes, int nr,
-                                                                                int64_t K, float *y) {
+                                                                                int64_t K, float *y,
+                                                                                const char *next) {
     const uint16_t *wr[ROWS_BF16];
     __m512 s[ROWS_BF16];
     for (int r = 0; r < ROWS_BF16; r++) {
@@ -122,6 +124,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void dot_rows_bf16
     }
     int64_t k = 0;
     for (; k + 32 <= K; k += 32) {
+        if (next) /* the next tile's bytes in step with this one's, as in the widening tile */
+            for (int b = 0; b < ROWS_BF16 * 64; b += 64) _mm_prefetch(next + k * 2 * ROWS_BF16 + b, _MM_HINT_T0);
         const __m512bh x = (__m512bh)_mm512_loadu_si512(a + k);
 #pragma GCC unroll 4
         for (int r = 0; r < ROWS_BF16; r++) s[r] = _mm512_dpbf16_ps(s[r], x, (__m512bh)_mm512_loadu_si512(wr[r] + k));
@@ -202,7 +206,7 @@ static void skinny_tiles(void *ctx, int64_t begin, int64_t end, int chunk) {
             float y[ROWS];
 #ifdef KN_SKINNY_X86
             if (j->tile == KN_SKINNY_AVX512_BF16)
-                dot_rows_bf16((const uint16_t *)j->a + i * j->lda, wt, j->ldw * es, nr, j->K, y);
+                dot_rows_bf16((const uint16_t *)j->a + i * j->lda, wt, j->ldw * es, nr, j->K, y, i == 0 ? next : NULL);
             else
 #endif
                 dot_rows(j->dt, j->vec, (const float *)j->a + i * j->lda, wt, j->ldw * es, nr, j->K, y,
