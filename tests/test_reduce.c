@@ -321,6 +321,37 @@ static void test_extremes_and_indices(void) {
     }
 }
 
+/* f32 rows long enough for the lane pass (an argmax over a vocabulary): ties of the extreme
+ * across lanes and in the tail, 0 against -0, NaNs after the extreme and an infinity (the NaN
+ * probe without a NaN), each against the reference's first index and value. */
+static void test_long_f32_rows_find_the_first_extreme(void) {
+    enum { N = 1003 };
+    double *xv = malloc(sizeof(double) * 4 * N);
+    for (int r = 0; r < 4; r++)
+        for (int i = 0; i < N; i++) xv[r * N + i] = (double)((i * 7919 + r * 31) % 97) - 48; /* -48..48 */
+    xv[0 * N + 500] = 60, xv[0 * N + 37] = 60, xv[0 * N + 1001] = 60;        /* row 0: ties, first at 37 */
+    xv[0 * N + 3] = -60, xv[0 * N + 999] = -60;                               /*        and for the minimum */
+    for (int i = 0; i < N; i++) xv[1 * N + i] = i % 3 ? -1 : 0;             /* row 1: 0 first at 0 ... */
+    xv[1 * N + 0] = -0.0, xv[1 * N + 17] = 0.0;                              /*        -0 and 0 tie */
+    xv[2 * N + 800] = NAN, xv[2 * N + 900] = NAN, xv[2 * N + 10] = 70;       /* row 2: NaN after the max */
+    xv[3 * N + 1002] = 99, xv[3 * N + 5] = -INFINITY;                        /* row 3: the max in the tail, -inf */
+    kn_tensor *x = tensor_from(xv, KN_SHAPE(4, N), KN_F32);
+    double *rounded = read_f64(x);
+    for (int is_max = 0; is_max < 2; is_max++) {
+        double val[4], idx[4];
+        ref_extreme_dim(rounded, KN_SHAPE(4, N), 1, is_max, val, idx);
+        kn_tensor *v = NULL, *i = NULL;
+        CHECK((is_max ? kn_max_dim : kn_min_dim)(x, 1, false, &v, &i) == KN_OK);
+        CHECK_CLOSE(i, idx, tol_for(KN_F64), is_max ? "argmax of long f32 rows" : "argmin of long f32 rows");
+        CHECK_CLOSE(v, val, tol_for(KN_F32), "max of long f32 rows");
+        double all_val, all_idx;
+        ref_extreme_dim(rounded, KN_SHAPE(4 * N), 0, is_max, &all_val, &all_idx);
+        CHECK_CLOSE(is_max ? kn_argmax_all(x) : kn_argmin_all(x), &all_idx, tol_for(KN_F64), "argmax_all of long rows");
+    }
+    free(rounded);
+    free(xv);
+}
+
 /* ---- along one dim: softmax, log_softmax, cumsum, cumprod ------------------------------ */
 typedef void (*line_fn)(const double *x, double *y, int64_t n);
 static void line_softmax(const double *x, double *y, int64_t n) {
@@ -558,6 +589,7 @@ int main(void) {
     RUN(test_long_sums_and_means);
     RUN(test_zero_size_reductions);
     RUN(test_extremes_and_indices);
+    RUN(test_long_f32_rows_find_the_first_extreme);
     RUN(test_softmax_and_scans_match_reference);
     RUN(test_softmax_is_stable);
     RUN(test_reduced_dims_around_size_one_dims);
