@@ -1,9 +1,9 @@
 /* CPU matmul. Float products go to the provider gemm_provider.h chooses; this file is the
  * openblas provider: products are split over kiln's pool (gemm_tiles.h) and each piece is one
  * single-threaded BLAS call; strided operands go to BLAS as they are when one of their
- * last two strides is 1, single rows use GEMV (no packing), 16-bit floats are widened to f32,
- * multiplied by the f32 provider, integers use a plain loop. A few rows times a weight stored [N, K] (decode) go to
- * k_linalg_skinny.c instead, in f32 and 16-bit floats alike. */
+ * last two strides is 1, single rows use GEMV (no packing), 16-bit floats are widened to f32
+ * and multiplied by the f32 provider, integers use a plain loop. A few rows times a weight
+ * stored [N, K] (decode) go to k_linalg_skinny.c instead, in f32 and 16-bit floats alike. */
 #include <cblas.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -136,9 +136,9 @@ static kn_status widened_status(kn_gemm_result r) {
  * rows at a time into a buffer that stays in cache, in its own memory order, and each panel
  * goes to the f32 provider; panels spread over the pool, at least one a thread where N allows
  * (stories15M's 288-wide products were one panel, which one thread did alone; two a thread,
- * narrower, were slower on Zen 1). Widening the
- * transposed weight as a whole (the general path) gathers it against its strides and writes an
- * f32 copy of the matrix, and cost more than the product. */
+ * narrower, were slower on Zen 1). Widening the transposed weight as a whole (the general
+ * path) gathers it against its strides and writes an f32 copy of the matrix, and cost more
+ * than the product. */
 typedef struct half_weight_job {
     kn_dtype dt;
     kn_gemm_block_fn f32_block;
