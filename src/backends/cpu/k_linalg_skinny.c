@@ -163,6 +163,7 @@ static dot_rows_fn widening_tile(kn_skinny_tile tile, kn_dtype dt) {
 static void dot_rows(kn_dtype dt, dot_rows_fn vec, const float *a, const char *w, int64_t ldw_bytes, int nr,
                      int64_t K, float *y, const char *next) {
     const int64_t k = vec ? vec(a, w, ldw_bytes, nr, K, y, next) : 0;
+    if (vec && k == K) return; /* the vector steps covered the rows (their sums are in y) */
     for (int r = 0; r < nr; r++) {
         const char *wr = w + r * ldw_bytes;
         float part[8] = {0};
@@ -222,17 +223,28 @@ static void skinny_tiles(void *ctx, int64_t begin, int64_t end, int chunk) {
     }
 }
 
+#ifdef KN_SKINNY_X86
+/* F16C by CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c". Asked once:
+ * under a hypervisor CPUID traps, a few microseconds a call (~3% of a 15M decode token). */
+static int f16c_state = -1; /* -1 not asked yet, else 0 or 1 */
+
+static bool has_f16c(void) {
+    int state = __atomic_load_n(&f16c_state, __ATOMIC_RELAXED);
+    if (state < 0) {
+        unsigned eax, ebx, ecx, edx;
+        state = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+        __atomic_store_n(&f16c_state, state, __ATOMIC_RELAXED);
+    }
+    return state;
+}
+#endif
+
 bool kn_cpu_skinny_has(kn_skinny_tile t) {
 #ifdef KN_SKINNY_X86
     switch (t) {
     case KN_SKINNY_AVX512_BF16: return __builtin_cpu_supports("avx512bf16");
     case KN_SKINNY_AVX512: return __builtin_cpu_supports("avx512f");
-    case KN_SKINNY_AVX2: {
-        /* F16C by CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c". */
-        unsigned eax, ebx, ecx, edx;
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-    }
+    case KN_SKINNY_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     default: return true;
     }
 #else
