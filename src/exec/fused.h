@@ -10,6 +10,11 @@
 /* The scheduler: launches nodes[0..n) (consumed; the arrays are reordered) in record order,
  * fused where it can. */
 kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n);
+/* Its planning half: merges common subexpressions and replaces each fusable run of nodes by
+ * one `fused` node (kernels built or taken from the cache), in place; returns the new count,
+ * the nodes in launch order, none launched. *error: a recompile-storm refusal, else KN_OK
+ * (the group it refused runs op by op). */
+int kn_fused_rewrite(kn_node **nodes, kn_backend **backends, int n, kn_status *error);
 
 /* Whether something outside nodes[first .. first + count) can still see t, a value one of
  * them makes: another reference than the producing node's and those nodes' uses, or another

@@ -237,13 +237,13 @@ static bool finish(group *g, kn_node *const *nodes, kn_fused_launch *L) {
     return true;
 }
 
-/* One `fused` node in place of the group's nodes (which are freed). */
-static void launch_group(group *g, kn_node *const *nodes, kn_backend *b, kn_fused_launch *L) {
+/* One `fused` node in place of the group's nodes (which are freed); NULL (the nodes kept) when
+ * there is no memory for it. */
+static kn_node *group_node(group *g, kn_node *const *nodes, kn_fused_launch *L) {
     kn_node *f = kn_node_make(KN_OP_fused, g->ir.n_in);
-    if (!f) { /* no memory for the node: run the chain op by op */
+    if (!f) {
         free(L);
-        for (int j = 0; j < g->count; j++) kn_node_launch(nodes[g->first + j]);
-        return;
+        return NULL;
     }
     L->fn = g->fn;
     f->aux = L;
@@ -253,7 +253,7 @@ static void launch_group(group *g, kn_node *const *nodes, kn_backend *b, kn_fuse
     for (int k = 0; k < f->n_out; k++) f->out[k] = kn_tensor_incref(g->outputs[k]);
     f->fresh_out = (uint8_t)((1u << f->n_out) - 1);
     for (int j = 0; j < g->count; j++) kn_node_free(nodes[g->first + j]);
-    kn_node_launch(f);
+    return f;
 }
 
 /* A node that reads no tensor (fill, arange, random draws: their Philox offsets were fixed when
@@ -283,7 +283,7 @@ static void warn_no_compile(void) {
     fprintf(stderr, "kiln: fused mode could not build kernels (%s); running those ops one by one\n", kn_last_error());
 }
 
-kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n) {
+int kn_fused_rewrite(kn_node **nodes, kn_backend **backends, int n, kn_status *error) {
     n = kn_fused_merge_common(nodes, backends, n);
     hoist_creations(nodes, backends, n);
     group *groups = malloc((size_t)n * sizeof *groups);
@@ -341,20 +341,32 @@ kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n) {
             }
         }
     }
-    int k = 0;
+    /* compacted in place: a group's node takes its first node's slot */
+    int k = 0, kept = 0;
     for (int i = 0; i < n;) {
         while (k < n_groups && !launches[k]) k++;
-        if (k < n_groups && groups && groups[k].first == i) {
-            launch_group(&groups[k], nodes, backends[i], launches[k]);
+        kn_node *f = NULL;
+        if (k < n_groups && groups && groups[k].first == i && (f = group_node(&groups[k], nodes, launches[k]))) {
+            backends[kept] = backends[i];
+            nodes[kept++] = f;
             i += groups[k++].count;
-        } else {
-            kn_node_launch(nodes[i]);
-            i++;
+            continue;
         }
+        if (k < n_groups && groups && groups[k].first == i) k++; /* no node for it: its ops one by one */
+        backends[kept] = backends[i];
+        nodes[kept++] = nodes[i++];
     }
     free(groups);
     free(launches);
     free(irs);
     free(fns);
-    return first_error;
+    *error = first_error;
+    return kept;
+}
+
+kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n) {
+    kn_status st;
+    n = kn_fused_rewrite(nodes, backends, n, &st);
+    for (int i = 0; i < n; i++) kn_node_launch(nodes[i]);
+    return st;
 }
