@@ -36,7 +36,7 @@ KILN_GEMM=ref "$kiln" info | grep -q '^conv: *f32 im2col, f64 im2col, bf16 im2co
 KILN_GEMM=blis "$kiln" info 2>&1 >/dev/null | grep -q 'KILN_GEMM=blis names no matmul provider' \
   || fail "info reports an unknown KILN_GEMM"
 "$kiln" cache stats | grep -q "^entries:" || fail "cache stats"
-"$kiln" help | grep -q 'KILN_MODE (strict, debug, fused)' || fail "help lists every mode"
+"$kiln" help | grep -q 'KILN_MODE (strict, debug, fused, compiled)' || fail "help lists every mode"
 # Every command answers --help with its usage on stdout and exit 0, and does nothing else.
 for cmd in ops info cache demo train; do
   "$kiln" $cmd --help | grep -q "^usage: kiln $cmd" || fail "$cmd --help"

@@ -74,11 +74,11 @@ static void test_sizes_name_the_value_given(void) {
 
 static void test_mode_error_lists_every_mode(void) {
     CHECK(run((const char *[]){"train", "adder", "--mode", "bogus", NULL}) == 2);
-    CHECK(output_has("--mode bogus: not a mode (strict, debug, fused)"));
+    CHECK(output_has("--mode bogus: not a mode (strict, debug, fused, compiled)"));
     CHECK(run((const char *[]){"train", "adder", "--help", NULL}) == 0);
-    CHECK(output_has("execution mode: strict, debug, fused"));
+    CHECK(output_has("execution mode: strict, debug, fused, compiled"));
     CHECK(run((const char *[]){"help", NULL}) == 0);
-    CHECK(output_has("KILN_MODE (strict, debug, fused)"));
+    CHECK(output_has("KILN_MODE (strict, debug, fused, compiled)"));
 }
 
 /* An option another task takes is an error naming the option and the task, not silence. */

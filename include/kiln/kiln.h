@@ -4,6 +4,7 @@
 
 #include "kiln/atomic_file.h"
 #include "kiln/autocast.h"
+#include "kiln/compile.h"
 #include "kiln/dtype.h"
 #include "kiln/io.h"
 #include "kiln/hf.h"

@@ -20,12 +20,14 @@ typedef enum kn_mode {
     KN_MODE_DEBUG,      /* one op at a time, synchronously; NaN/Inf from finite inputs is an error;
                            with a shadow (kn_set_shadow), so is a result that a float64 run disagrees with */
     KN_MODE_FUSED,      /* lazy: windows of recorded ops run as generated, fused, cached kernels */
-    KN_MODE_COMPILED,   /* reserved: whole-graph compilation (not built yet) */
+    KN_MODE_COMPILED,   /* lazy like fused, but a whole step (all between two reads) is one program:
+                           dead code dropped, fused across forward and backward, intermediates
+                           placed in one arena by a memory plan (kiln/compile.h) */
     KN_MODE_COUNT
 } kn_mode;
 
 /* Sets this process's mode (initially $KILN_MODE, else strict). Pending work is finished
- * first. Fails with KN_ERR_UNSUPPORTED for a mode this build does not have. */
+ * first. */
 KN_API kn_status kn_set_mode(kn_mode mode);
 KN_API kn_mode kn_get_mode(void);
 KN_API const char *kn_mode_name(kn_mode mode);

@@ -45,6 +45,9 @@ typedef struct kn_stats {
                                     (another process held its core; core/thread_pool.h) */
     int64_t pool_solo_periods;   /* times the thread pool ran its loops on their owners alone for a while
                                     after such stalls */
+    int64_t ops_eliminated;      /* compiled mode: ops dropped as dead code (their values read by no one) */
+    int64_t programs;            /* compiled mode: programs planned and launched (one per step, plus one per
+                                    graph break: a read of a value inside a step) */
     int64_t bytes_allocated;     /* bytes handed out by the caching allocators, in total */
     int64_t peak_bytes;          /* the most held at once, summed over devices */
 } kn_stats;

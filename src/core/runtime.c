@@ -100,9 +100,6 @@ static void start(void) {
         if (!kn_mode_parse(s, &m)) {
             snprintf(msg, sizeof msg, "KILN_MODE=%s: expected strict, debug, fused or compiled", s);
             start_fail(KN_ERR_ARG, msg);
-        } else if (m == KN_MODE_COMPILED) {
-            snprintf(msg, sizeof msg, "KILN_MODE=%s: this build has the strict, debug and fused modes", s);
-            start_fail(KN_ERR_UNSUPPORTED, msg);
         } else {
             atomic_store(&current_mode, m);
         }
@@ -148,9 +145,6 @@ bool kn_runtime_ready(void) {
 kn_status kn_set_mode(kn_mode mode) {
     if (!kn_runtime_ready()) return kn_last_status();
     if ((unsigned)mode >= KN_MODE_COUNT) return kn_error(KN_ERR_ARG, "set_mode: invalid mode %d", (int)mode);
-    if (mode == KN_MODE_COMPILED)
-        return kn_error(KN_ERR_UNSUPPORTED, "set_mode: the %s mode is not built yet (strict, debug and fused are)",
-                        kn_mode_name(mode));
     kn_status st = kn_sync();
     atomic_store(&current_mode, mode);
     return st;

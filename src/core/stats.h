@@ -22,6 +22,8 @@ typedef enum kn_stat {
     KN_STAT_OPS_MERGED,
     KN_STAT_POOL_STALLS,
     KN_STAT_POOL_SOLO_PERIODS,
+    KN_STAT_OPS_ELIMINATED,
+    KN_STAT_PROGRAMS,
     KN_STAT_COUNT
 } kn_stat;
 

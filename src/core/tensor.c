@@ -70,6 +70,17 @@ kn_storage *kn_storage_external(kn_device device, void *data, size_t bytes, void
     return s;
 }
 
+static void release_arena(void *arena) { kn_storage_release(arena); }
+
+void kn_storage_realize_in(kn_storage *s, kn_storage *arena, size_t offset) {
+    if (!s->deferred) return;
+    kn_storage_retain(arena);
+    s->data = (char *)arena->data + offset;
+    s->release = release_arena;
+    s->release_ctx = arena;
+    s->deferred = false;
+}
+
 void kn_storage_retain(kn_storage *s) { atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed); }
 
 void kn_storage_release(kn_storage *s) {

@@ -80,6 +80,10 @@ kn_status kn_storage_realize(kn_storage *s, const char *op);
  * release(ctx) runs when the last reference goes, after every kernel that used it (nodes hold
  * references). On failure release(ctx) has already run. */
 kn_storage *kn_storage_external(kn_device device, void *data, size_t bytes, void (*release)(void *ctx), void *ctx);
+/* Gives a deferred storage its memory inside arena (a storage with memory on the same device)
+ * at byte offset, holding a reference to the arena until its own last reference goes: a
+ * compiled program's planned intermediates (exec/compiled.c). A no-op for one that has memory. */
+void kn_storage_realize_in(kn_storage *s, kn_storage *arena, size_t offset);
 void kn_storage_retain(kn_storage *s);
 void kn_storage_release(kn_storage *s);
 

@@ -22,6 +22,7 @@ static const kn_scheduler *const by_mode[KN_MODE_COUNT] = {
     [KN_MODE_STRICT] = &kn_strict_scheduler,
     [KN_MODE_DEBUG] = &kn_debug_scheduler,
     [KN_MODE_FUSED] = &kn_fused_scheduler,
+    [KN_MODE_COMPILED] = &kn_compiled_scheduler,
 };
 
 const kn_scheduler *kn_scheduler_for(kn_mode mode) { return by_mode[mode]; }

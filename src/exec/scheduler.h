@@ -20,8 +20,9 @@ typedef struct kn_scheduler {
 } kn_scheduler;
 
 /* strict: queued on the device's stream. debug: run at once and waited for (the checks are
- * interposers). fused: kept in a window (exec/fused.h). */
-extern const kn_scheduler kn_strict_scheduler, kn_debug_scheduler, kn_fused_scheduler;
+ * interposers). fused: kept in a window (exec/fused.h). compiled: kept until a read, then run
+ * as one planned program (exec/compiled.c). */
+extern const kn_scheduler kn_strict_scheduler, kn_debug_scheduler, kn_fused_scheduler, kn_compiled_scheduler;
 
 /* The scheduler of a mode that can be set (kn_set_mode refuses the others). */
 const kn_scheduler *kn_scheduler_for(kn_mode mode);

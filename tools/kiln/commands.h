@@ -5,7 +5,7 @@
 #include <stdbool.h>
 
 /* The execution modes this build runs, as every help text and message lists them. */
-#define KILN_MODES "strict, debug, fused"
+#define KILN_MODES "strict, debug, fused, compiled"
 
 /* Whether argv[1..argc) asks for help (--help or -h). */
 bool kiln_wants_help(int argc, char **argv);

@@ -1,0 +1,14 @@
+/* Compiled mode's pieces inside exec (include/kiln/compile.h has the user's side). */
+#ifndef KILN_EXEC_COMPILED_H
+#define KILN_EXEC_COMPILED_H
+
+#include "backends/backend.h"
+
+/* Gives the intermediates of a program about to launch (nodes[0..n), one stream, in launch
+ * order) their memory: those no one outside the program can see are placed by the memory
+ * plan (graph/memory_plan.h) in the stream's arena, which grows when a plan needs more; the
+ * others get their own memory at launch, as in every mode. An error (out of memory for the
+ * bookkeeping or the arena) leaves every value to its launch. */
+kn_status kn_compiled_place(kn_node *const *nodes, int n);
+
+#endif

@@ -1,0 +1,158 @@
+/* The memory of a compiled program's values (exec/compiled.h). A value is a storage that a
+ * node of the program creates (a fresh, deferred output). It lives from its producer to the
+ * last node that touches a header on it. It is the program's own, and goes to the arena, when
+ * every reference to it comes from the program's nodes: each header on it is held only by node
+ * slots (its reference count equals the slots holding it), and the storage only by those
+ * headers. A handle the user keeps (a step's result), one autograd saved or a view made
+ * outside makes it escape: it then gets its own memory, since it outlives the program. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "core/tensor_impl.h"
+#include "exec/compiled.h"
+#include "graph/memory_plan.h"
+
+enum { ALIGN = 64, MAX_ARENAS = 16 };
+
+/* An open-addressing map from pointers to ints (no removal). */
+typedef struct ptr_map {
+    const void **keys;
+    int *vals;
+    size_t mask;
+} ptr_map;
+
+static bool map_init(ptr_map *m, size_t entries) {
+    size_t cap = 16;
+    while (cap < 2 * entries) cap *= 2;
+    m->keys = calloc(cap, sizeof *m->keys);
+    m->vals = malloc(cap * sizeof *m->vals);
+    m->mask = cap - 1;
+    return m->keys && m->vals;
+}
+
+static void map_free(ptr_map *m) { free(m->keys), free(m->vals); }
+
+/* The slot of key (inserted with val init when absent). */
+static int *map_at(ptr_map *m, const void *key, int init) {
+    size_t i = ((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull >> 20 & m->mask;
+    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & m->mask;
+    if (!m->keys[i]) m->keys[i] = key, m->vals[i] = init;
+    return &m->vals[i];
+}
+
+/* The value behind key, or -1. */
+static int map_get(const ptr_map *m, const void *key) {
+    size_t i = ((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull >> 20 & m->mask;
+    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & m->mask;
+    return m->keys[i] ? m->vals[i] : -1;
+}
+
+typedef struct value {
+    kn_storage *storage;
+    int headers; /* distinct headers on it held by the nodes */
+    bool escapes;
+} value;
+
+/* Each stream's arena (its planned values run in stream order, so one arena serves them all). */
+static struct {
+    const kn_stream *stream;
+    kn_device device;
+    kn_storage *arena;
+} arenas[MAX_ARENAS];
+
+static kn_storage *arena_for(const kn_stream *s, size_t bytes) {
+    int slot = -1;
+    for (int i = 0; i < MAX_ARENAS && slot < 0; i++)
+        if (arenas[i].stream == s && arenas[i].device.type == s->device.type && arenas[i].device.index == s->device.index)
+            slot = i;
+    for (int i = 0; i < MAX_ARENAS && slot < 0; i++)
+        if (!arenas[i].stream) slot = i;
+    if (slot < 0) slot = 0; /* more streams than slots: the first one's arena is replaced */
+    if (arenas[slot].stream != s) {
+        kn_storage_release(arenas[slot].arena);
+        arenas[slot].arena = NULL;
+    }
+    if (!arenas[slot].arena || arenas[slot].arena->bytes < bytes) {
+        /* The old arena stays alive while a value placed in it does (each holds a reference). */
+        kn_storage *grown = kn_storage_new("compiled program's arena", s->device, bytes);
+        if (!grown) return NULL;
+        kn_storage_release(arenas[slot].arena);
+        arenas[slot].arena = grown;
+    }
+    arenas[slot].stream = s;
+    arenas[slot].device = s->device;
+    return arenas[slot].arena;
+}
+
+/* Tensor slot k of node x: its inputs, then its outputs (NULL where a slot is empty). */
+static kn_tensor *slot_tensor(const kn_node *x, int k) { return k < x->n_in ? x->in[k] : x->out[k - x->n_in]; }
+
+kn_status kn_compiled_place(kn_node *const *nodes, int n) {
+    if (!n || !nodes[0]->stream->backend->holds_values) return KN_OK;
+    int slots = 0;
+    for (int j = 0; j < n; j++) slots += nodes[j]->n_in + nodes[j]->n_out;
+    ptr_map held = {0}, index = {0};
+    value *vals = malloc((size_t)(slots ? slots : 1) * sizeof *vals);
+    kn_plan_value *plan = malloc((size_t)(slots ? slots : 1) * sizeof *plan);
+    int *planned = malloc((size_t)(slots ? slots : 1) * sizeof *planned);
+    kn_status st = KN_OK;
+    if (!vals || !plan || !planned || !map_init(&held, (size_t)slots) || !map_init(&index, (size_t)slots)) {
+        st = kn_error(KN_ERR_OOM, "compiled mode: out of host memory for the memory plan");
+        goto out;
+    }
+    int n_vals = 0;
+    for (int j = 0; j < n; j++) {
+        const kn_node *x = nodes[j];
+        for (int o = 0; o < x->n_out; o++) {
+            kn_storage *s = x->out[o]->storage;
+            if (!(x->fresh_out & (1u << o)) || !s->deferred || !s->bytes || map_get(&index, s) >= 0) continue;
+            *map_at(&index, s, n_vals) = n_vals;
+            vals[n_vals] = (value){.storage = s};
+            plan[n_vals++] = (kn_plan_value){.bytes = s->bytes, .first = j, .last = j};
+        }
+        for (int k = 0; k < x->n_in + x->n_out; k++) {
+            const kn_tensor *t = slot_tensor(x, k);
+            if (!t) continue;
+            ++*map_at(&held, t, 0);
+            int v = map_get(&index, t->storage);
+            if (v >= 0 && plan[v].last < j) plan[v].last = j;
+        }
+    }
+    /* Escapes: per header (each counted once), then per storage. */
+    for (size_t i = 0; i <= held.mask; i++) {
+        const kn_tensor *t = held.keys[i];
+        int v = t ? map_get(&index, t->storage) : -1;
+        if (v < 0) continue;
+        vals[v].headers++;
+        if (atomic_load(&t->refs) > held.vals[i]) vals[v].escapes = true;
+    }
+    int n_planned = 0;
+    for (int v = 0; v < n_vals; v++) {
+        if (vals[v].escapes || atomic_load(&vals[v].storage->refs) > vals[v].headers) continue;
+        plan[n_planned] = plan[v];
+        planned[n_planned++] = v;
+    }
+    size_t bytes = kn_memory_plan(plan, n_planned, ALIGN);
+    if (bytes == SIZE_MAX) {
+        st = kn_error(KN_ERR_OOM, "compiled mode: out of host memory for the memory plan");
+        goto out;
+    }
+#ifndef NDEBUG
+    char why[320];
+    if (!kn_memory_plan_check(plan, n_planned, bytes, ALIGN, why, sizeof why)) {
+        st = kn_error(KN_ERR_INTERNAL, "compiled mode: the memory plan is wrong: %s", why);
+        goto out;
+    }
+#endif
+    kn_storage *arena = n_planned ? arena_for(nodes[0]->stream, bytes) : NULL;
+    if (n_planned && !arena) {
+        st = kn_last_status();
+        goto out;
+    }
+    for (int k = 0; k < n_planned; k++) kn_storage_realize_in(vals[planned[k]].storage, arena, plan[k].offset);
+out:
+    map_free(&held), map_free(&index);
+    free(vals), free(plan), free(planned);
+    return st;
+}

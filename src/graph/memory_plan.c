@@ -1,0 +1,93 @@
+/* Offsets in one arena by greedy by size (graph/memory_plan.h). */
+#include "graph/memory_plan.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static size_t aligned(size_t bytes, size_t align) { return (bytes + align - 1) & ~(align - 1); }
+
+static bool meet(const kn_plan_value *a, const kn_plan_value *b) { return a->first <= b->last && b->first <= a->last; }
+
+static _Thread_local const kn_plan_value *sort_base; /* qsort has no context argument */
+
+/* Largest first; ties by first step, so that the plan does not depend on qsort's order. */
+static int by_size(const void *x, const void *y) {
+    const kn_plan_value *a = &sort_base[*(const int *)x], *b = &sort_base[*(const int *)y];
+    if (a->bytes != b->bytes) return a->bytes < b->bytes ? 1 : -1;
+    if (a->first != b->first) return a->first < b->first ? -1 : 1;
+    return *(const int *)x - *(const int *)y;
+}
+
+static int by_offset(const void *x, const void *y) {
+    const kn_plan_value *a = &sort_base[*(const int *)x], *b = &sort_base[*(const int *)y];
+    return a->offset < b->offset ? -1 : a->offset > b->offset;
+}
+
+size_t kn_memory_plan(kn_plan_value *v, int n, size_t align) {
+    int *order = malloc((size_t)(n ? n : 1) * sizeof *order), *placed = malloc((size_t)(n ? n : 1) * sizeof *placed);
+    int *near = malloc((size_t)(n ? n : 1) * sizeof *near);
+    if (!order || !placed || !near) {
+        free(order), free(placed), free(near);
+        return SIZE_MAX;
+    }
+    for (int i = 0; i < n; i++) order[i] = i;
+    sort_base = v;
+    qsort(order, (size_t)n, sizeof *order, by_size);
+    size_t arena = 0;
+    int n_placed = 0;
+    for (int k = 0; k < n; k++) {
+        kn_plan_value *x = &v[order[k]];
+        const size_t need = aligned(x->bytes, align);
+        int n_near = 0; /* placed values live at some step of x's, by offset */
+        for (int p = 0; p < n_placed; p++)
+            if (meet(&v[placed[p]], x)) near[n_near++] = placed[p];
+        qsort(near, (size_t)n_near, sizeof *near, by_offset);
+        size_t best = SIZE_MAX, best_gap = SIZE_MAX, end = 0;
+        for (int p = 0; p < n_near; p++) {
+            const kn_plan_value *y = &v[near[p]];
+            if (y->offset >= end && y->offset - end >= need && y->offset - end < best_gap)
+                best = end, best_gap = y->offset - end;
+            const size_t y_end = y->offset + aligned(y->bytes, align);
+            if (y_end > end) end = y_end;
+        }
+        x->offset = best != SIZE_MAX ? best : end;
+        if (x->offset + need > arena) arena = x->offset + need;
+        placed[n_placed++] = order[k];
+    }
+    free(order), free(placed), free(near);
+    return arena;
+}
+
+size_t kn_memory_plan_peak(const kn_plan_value *v, int n, size_t align) {
+    size_t peak = 0;
+    for (int i = 0; i < n; i++) { /* the live sum peaks at some value's first step */
+        size_t live = 0;
+        for (int j = 0; j < n; j++)
+            if (v[j].first <= v[i].first && v[i].first <= v[j].last) live += aligned(v[j].bytes, align);
+        if (live > peak) peak = live;
+    }
+    return peak;
+}
+
+bool kn_memory_plan_check(const kn_plan_value *v, int n, size_t arena_bytes, size_t align, char *why,
+                          size_t why_size) {
+    for (int i = 0; i < n; i++) {
+        if (v[i].offset % align || v[i].offset + v[i].bytes > arena_bytes) {
+            snprintf(why, why_size, "value %d (%zu bytes at %zu) is misaligned or outside the %zu-byte arena", i,
+                     v[i].bytes, v[i].offset, arena_bytes);
+            return false;
+        }
+        for (int j = i + 1; j < n; j++)
+            if (meet(&v[i], &v[j]) && v[i].bytes && v[j].bytes && v[i].offset < v[j].offset + v[j].bytes &&
+                v[j].offset < v[i].offset + v[i].bytes) {
+                snprintf(why, why_size,
+                         "values %d (steps %d-%d, bytes %zu-%zu) and %d (steps %d-%d, bytes %zu-%zu) are live together "
+                         "and overlap",
+                         i, v[i].first, v[i].last, v[i].offset, v[i].offset + v[i].bytes, j, v[j].first, v[j].last,
+                         v[j].offset, v[j].offset + v[j].bytes);
+                return false;
+            }
+    }
+    return true;
+}
