@@ -50,24 +50,27 @@ static const char *model_dir(const char *name) {
     return dir[k];
 }
 
+/* In every mode: the same ids as transformers' greedy search. */
 static void test_greedy_ids_match_transformers(void) {
     const cJSON *model, *prompts = cJSON_GetObjectItem(fixture, "prompts");
-    cJSON_ArrayForEach(model, cJSON_GetObjectItem(fixture, "models")) {
+    const char *modes[] = {"strict", "fused", "compiled"};
+    for (int k = 0; k < 3; k++) cJSON_ArrayForEach(model, cJSON_GetObjectItem(fixture, "models")) {
         char p0[256], p1[256], want[512];
         ids_arg(cJSON_GetArrayItem(prompts, 0), p0, sizeof p0);
         ids_arg(cJSON_GetArrayItem(prompts, 2), p1, sizeof p1);
         const char *args[] = {"generate", model_dir(model->string), "--prompt-ids", p0, "--prompt-ids", p1,
-                              "--temperature", "0", "--max-new-tokens", "10", "--print-ids", NULL};
-        CHECK_MSG(run(args) == 0, "%s: kiln generate failed", model->string);
+                              "--temperature", "0", "--max-new-tokens", "10", "--print-ids", "--mode", modes[k], NULL};
+        CHECK_MSG(run(args) == 0, "%s, %s mode: kiln generate failed", model->string, modes[k]);
         /* one line per prompt, in order */
         char *out = read_text_file(out_path);
         char *second = out ? strchr(out, '\n') : NULL;
         if (second) *second++ = '\0';
         ids_text(cJSON_GetArrayItem(cJSON_GetObjectItem(model, "greedy"), 0), want, sizeof want);
-        CHECK_MSG(out && strcmp(out, want) == 0, "%s: row 0 %s, transformers %s", model->string, out ? out : "", want);
+        CHECK_MSG(out && strcmp(out, want) == 0, "%s, %s mode: row 0 %s, transformers %s", model->string, modes[k],
+                  out ? out : "", want);
         ids_text(cJSON_GetArrayItem(cJSON_GetObjectItem(model, "greedy"), 2), want, sizeof want);
-        CHECK_MSG(second && strncmp(second, want, strlen(want)) == 0, "%s: row 1 %s, transformers %s", model->string,
-                  second ? second : "", want);
+        CHECK_MSG(second && strncmp(second, want, strlen(want)) == 0, "%s, %s mode: row 1 %s, transformers %s",
+                  model->string, modes[k], second ? second : "", want);
         free(out);
         CHECK(file_has(err_path, "prefill: 16 tokens in"));
         CHECK(file_has(err_path, "tok/s); decode: 18 tokens in"));

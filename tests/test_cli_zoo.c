@@ -1,8 +1,11 @@
 /* `kiln train dlrm|unet|mingpt` end to end with tiny step counts: the lines they print, the
  * files they write (PNG images that libpng reads back, the loss curve), and clear errors for
  * bad input (a missing or non-UTF-8 text file, a samples directory that cannot be made or
- * written) before any training, and a killed DLRM run resuming to the same result. */
+ * written) before any training, and a killed DLRM run resuming to the same result. Every
+ * training task gives strict mode's losses in compiled mode. */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <png.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +227,60 @@ static void test_init_loads_weights_or_fails(void) {
     }
 }
 
+/* The "loss" of each line of a --log file, up to cap; how many. */
+static int logged_losses(const char *path, double *loss, int cap) {
+    char *text = read_text_file(path);
+    int n = 0;
+    for (char *line = text ? strtok(text, "\n") : NULL; line && n < cap; line = strtok(NULL, "\n")) {
+        cJSON *o = cJSON_Parse(line);
+        const cJSON *v = cJSON_GetObjectItem(o, "loss");
+        if (cJSON_IsNumber(v)) loss[n++] = v->valuedouble;
+        cJSON_Delete(o);
+    }
+    free(text);
+    return n;
+}
+
+static void test_every_task_gives_strict_losses_in_compiled_mode(void) {
+    char text[320], tokens[320], log[320];
+    snprintf(text, sizeof text, "%s/compiled.txt", tmp);
+    snprintf(tokens, sizeof tokens, "%s/tokens.bin", tmp);
+    snprintf(log, sizeof log, "%s/compiled.jsonl", tmp);
+    static char buf[4096];
+    size_t n = 0;
+    for (int i = 0; n + 64 < sizeof buf; i++) n += (size_t)snprintf(buf + n, sizeof buf - n, "a mat, a cat %d\n", i % 7);
+    write_file(text, buf, n);
+    uint16_t ids[4096];
+    for (int i = 0; i < 4096; i++) ids[i] = (uint16_t)(i * 7919 % 50257);
+    write_file(tokens, (const char *)ids, sizeof ids);
+    const char *tasks[][14] = {
+        {"adder", "--batch", "16", "--n-layer", "1", "--n-embd", "32", NULL},
+        {"gpt2", "--data", tokens, "--batch", "2", "--seq", "16", "--n-layer", "1", "--n-head", "2", "--n-embd", "32", NULL},
+        {"dlrm", NULL},
+        {"unet", "--batch", "2", "--num-samples", "1", NULL},
+        {"mingpt", "--data", text, "--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--seq", "16", "--num-samples", "0", NULL},
+        {"resnet18", "--batch", "4", "--image-size", "32", NULL},
+    };
+    for (size_t t = 0; t < sizeof tasks / sizeof tasks[0]; t++) {
+        double loss[2][3];
+        int got[2];
+        for (int k = 0; k < 2; k++) {
+            const char *args[24] = {"train"};
+            int a = 1;
+            for (int i = 0; tasks[t][i]; i++) args[a++] = tasks[t][i];
+            const char *more[] = {"--steps", "3", "--quiet", "--log", log, "--mode", k ? "compiled" : "strict", NULL};
+            for (int i = 0; more[i]; i++) args[a++] = more[i];
+            remove(log);
+            CHECK_MSG(run(args) == 0, "kiln train %s in %s mode failed", tasks[t][0], k ? "compiled" : "strict");
+            got[k] = logged_losses(log, loss[k], 3);
+        }
+        CHECK_MSG(got[0] == 3 && got[1] == 3, "%s: %d and %d losses logged", tasks[t][0], got[0], got[1]);
+        for (int s = 0; s < 3 && s < got[0] && s < got[1]; s++)
+            CHECK_MSG(fabs(loss[1][s] - loss[0][s]) <= 1e-5 * fabs(loss[0][s]), "%s step %d: compiled %.9g, strict %.9g",
+                      tasks[t][0], s, loss[1][s], loss[0][s]);
+    }
+}
+
 static void test_train_lists_the_tasks(void) {
     const char *args[] = {"train", "--help", NULL};
     CHECK(run(args) == 0);
@@ -249,6 +306,7 @@ int main(int argc, char **argv) {
     RUN(test_mingpt_trains_and_samples);
     RUN(test_mingpt_bad_text_files);
     RUN(test_init_loads_weights_or_fails);
+    RUN(test_every_task_gives_strict_losses_in_compiled_mode);
     remove_tree(tmp);
     return test_summary();
 }
