@@ -2,6 +2,7 @@
  * programs, gives strict mode's losses; a step is one program, or two when it reads a value
  * (a graph break); dead code does not run; the memory plan's arena takes the intermediates;
  * outside compiled mode the step runs as it is; bad arguments are errors. */
+#define _GNU_SOURCE
 #include <math.h>
 #include <stdlib.h>
 
@@ -174,6 +175,72 @@ static void test_intermediates_share_the_arena(void) {
     CHECK(kn_set_mode(before) == KN_OK);
 }
 
+/* masked_select's output shape depends on values: it runs where it is (a graph break), and the
+ * step gives strict mode's result. */
+static kn_status selecting_step(void *ctx, kn_tensor *const *in, int n_in, kn_tensor **out, int n_out) {
+    (void)ctx, (void)n_in, (void)n_out;
+    kn_tensor *doubled = kn_mul_scalar(in[0], 2);
+    kn_tensor *picked = kn_masked_select(doubled, kn_gt(in[0], kn_scalar(2, KN_F32)));
+    out[0] = kn_sum(kn_exp(kn_mul_scalar(picked, 0.5)), KN_ALL_DIMS, false);
+    return out[0] ? KN_OK : kn_last_status();
+}
+
+static void test_a_value_dependent_shape_is_a_graph_break(void) {
+    kn_mode before = kn_get_mode();
+    kn_tensor *x = kn_arange(0, 6, 1, KN_F32);
+    kn_compiled *p = kn_compile(selecting_step, NULL, NULL);
+    double got[2];
+    kn_stats s0, s1;
+    for (int k = 0; k < 2; k++) {
+        CHECK(kn_set_mode(k ? KN_MODE_COMPILED : KN_MODE_STRICT) == KN_OK);
+        kn_stats_get(&s0);
+        kn_tensor *y = NULL;
+        CHECK(kn_compiled_run(p, &x, 1, &y, 1) == KN_OK);
+        CHECK(kn_item(y, &got[k]) == KN_OK);
+        kn_stats_get(&s1);
+        kn_release(y);
+    }
+    CHECK_MSG(s1.programs - s0.programs >= 2, "%lld programs", (long long)(s1.programs - s0.programs));
+    CHECK_MSG(fabs(got[1] - got[0]) <= 1e-6 * got[0] && fabs(got[0] - (exp(3) + exp(4) + exp(5))) < 1e-3,
+              "compiled %.9g, strict %.9g", got[1], got[0]);
+    kn_compiled_free(p);
+    kn_release(x);
+    CHECK(kn_set_mode(before) == KN_OK);
+}
+
+/* KILN_COMPILE_DUMP: the chain step's program as recorded and as planned, in text and dot. */
+static void test_programs_are_dumped(void) {
+    char dir[] = "/tmp/kiln_compile_dump_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    kn_mode before = kn_get_mode();
+    CHECK(kn_set_mode(KN_MODE_COMPILED) == KN_OK);
+    kn_tensor *x = kn_randn(KN_SHAPE(8, 8), KN_F32), *w = kn_randn(KN_SHAPE(8, 8), KN_F32), *y = NULL;
+    CHECK(kn_sync() == KN_OK);
+    kn_compiled *p = kn_compile(chain_step, NULL, NULL);
+    setenv("KILN_COMPILE_DUMP", dir, 1);
+    CHECK(kn_compiled_run(p, (kn_tensor *[]){x, w}, 2, &y, 1) == KN_OK);
+    unsetenv("KILN_COMPILE_DUMP");
+    CHECK(kn_sync() == KN_OK);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "cat %s/program-*-recorded.txt > %s/all-recorded", dir, dir);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "cat %s/program-*-planned.txt %s/program-*-planned.dot > %s/all-planned", dir, dir, dir);
+    CHECK(system(cmd) == 0);
+    char path[128];
+    snprintf(path, sizeof path, "%s/all-recorded", dir);
+    CHECK(file_contains(path, "n0 = matmul(x0, x1) -> v0 f32[8, 8]"));
+    CHECK(file_contains(path, "n23 = tanh(v22) -> v23 f32[8, 8]"));
+    snprintf(path, sizeof path, "%s/all-planned", dir);
+    CHECK(file_contains(path, "(arena +0)"));          /* an intermediate placed */
+    CHECK(file_contains(path, "(own memory at launch)")); /* the result the caller holds */
+    CHECK(file_contains(path, "digraph program_"));
+    kn_release(y);
+    kn_compiled_free(p);
+    kn_release(x), kn_release(w);
+    CHECK(kn_set_mode(before) == KN_OK);
+    remove_tree(dir);
+}
+
 static kn_status failing_step(void *ctx, kn_tensor *const *in, int n_in, kn_tensor **out, int n_out) {
     (void)ctx, (void)n_in, (void)n_out;
     out[0] = kn_matmul(in[0], in[0]); /* [3] x [3] is a dot, but [2, 3] x [2, 3] is not */
@@ -200,6 +267,8 @@ int main(void) {
     RUN(test_losses_equal_strict_over_20_steps);
     RUN(test_dead_code_does_not_run);
     RUN(test_intermediates_share_the_arena);
+    RUN(test_a_value_dependent_shape_is_a_graph_break);
+    RUN(test_programs_are_dumped);
     RUN(test_bad_arguments_and_step_errors);
     return test_summary();
 }

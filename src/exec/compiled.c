@@ -26,6 +26,9 @@ enum { MAX_PROGRAM = 1 << 16 };
 static int program_limit(void) { return MAX_PROGRAM; }
 
 static kn_status plan_and_launch(kn_node **nodes, kn_backend **backends, int n) {
+    static int64_t programs; /* for the dumps' names; the window's lock is held */
+    const int64_t program = programs++;
+    kn_compiled_dump(nodes, n, program, "recorded");
     const int dead = kn_dce(nodes, n);
     if (dead) {
         int kept = 0;
@@ -38,6 +41,7 @@ static kn_status plan_and_launch(kn_node **nodes, kn_backend **backends, int n) 
     n = kn_fused_rewrite(nodes, backends, n, &st);
     /* Without a plan (no memory for it) every value still gets memory at its launch. */
     kn_status placed = kn_compiled_place(nodes, n);
+    kn_compiled_dump(nodes, n, program, "planned");
     for (int j = 0; j < n; j++) kn_node_launch(nodes[j]);
     if (n) kn_stat_add(KN_STAT_PROGRAMS, 1);
     return st != KN_OK ? st : placed;

@@ -11,4 +11,10 @@
  * bookkeeping or the arena) leaves every value to its launch. */
 kn_status kn_compiled_place(kn_node *const *nodes, int n);
 
+/* With KILN_COMPILE_DUMP=DIR set: writes DIR/program-N-STAGE.txt (one line a node: its op,
+ * inputs, outputs with dtype and shape, and where each value made here lives) and
+ * DIR/program-N-STAGE.dot (the same as a Graphviz graph: `dot -Tsvg`). N counts the process's
+ * programs; STAGE names the point in the pipeline. */
+void kn_compiled_dump(kn_node *const *nodes, int n, int64_t program, const char *stage);
+
 #endif

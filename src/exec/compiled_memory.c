@@ -12,41 +12,9 @@
 #include "core/tensor_impl.h"
 #include "exec/compiled.h"
 #include "graph/memory_plan.h"
+#include "graph/ptr_map.h"
 
 enum { ALIGN = 64, MAX_ARENAS = 16 };
-
-/* An open-addressing map from pointers to ints (no removal). */
-typedef struct ptr_map {
-    const void **keys;
-    int *vals;
-    size_t mask;
-} ptr_map;
-
-static bool map_init(ptr_map *m, size_t entries) {
-    size_t cap = 16;
-    while (cap < 2 * entries) cap *= 2;
-    m->keys = calloc(cap, sizeof *m->keys);
-    m->vals = malloc(cap * sizeof *m->vals);
-    m->mask = cap - 1;
-    return m->keys && m->vals;
-}
-
-static void map_free(ptr_map *m) { free(m->keys), free(m->vals); }
-
-/* The slot of key (inserted with val init when absent). */
-static int *map_at(ptr_map *m, const void *key, int init) {
-    size_t i = ((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull >> 20 & m->mask;
-    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & m->mask;
-    if (!m->keys[i]) m->keys[i] = key, m->vals[i] = init;
-    return &m->vals[i];
-}
-
-/* The value behind key, or -1. */
-static int map_get(const ptr_map *m, const void *key) {
-    size_t i = ((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull >> 20 & m->mask;
-    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & m->mask;
-    return m->keys[i] ? m->vals[i] : -1;
-}
 
 typedef struct value {
     kn_storage *storage;
@@ -92,12 +60,12 @@ kn_status kn_compiled_place(kn_node *const *nodes, int n) {
     if (!n || !nodes[0]->stream->backend->holds_values) return KN_OK;
     int slots = 0;
     for (int j = 0; j < n; j++) slots += nodes[j]->n_in + nodes[j]->n_out;
-    ptr_map held = {0}, index = {0};
+    kn_ptr_map held = {0}, index = {0};
     value *vals = malloc((size_t)(slots ? slots : 1) * sizeof *vals);
     kn_plan_value *plan = malloc((size_t)(slots ? slots : 1) * sizeof *plan);
     int *planned = malloc((size_t)(slots ? slots : 1) * sizeof *planned);
     kn_status st = KN_OK;
-    if (!vals || !plan || !planned || !map_init(&held, (size_t)slots) || !map_init(&index, (size_t)slots)) {
+    if (!vals || !plan || !planned || !kn_ptr_map_init(&held, (size_t)slots) || !kn_ptr_map_init(&index, (size_t)slots)) {
         st = kn_error(KN_ERR_OOM, "compiled mode: out of host memory for the memory plan");
         goto out;
     }
@@ -106,23 +74,23 @@ kn_status kn_compiled_place(kn_node *const *nodes, int n) {
         const kn_node *x = nodes[j];
         for (int o = 0; o < x->n_out; o++) {
             kn_storage *s = x->out[o]->storage;
-            if (!(x->fresh_out & (1u << o)) || !s->deferred || !s->bytes || map_get(&index, s) >= 0) continue;
-            *map_at(&index, s, n_vals) = n_vals;
+            if (!(x->fresh_out & (1u << o)) || !s->deferred || !s->bytes || kn_ptr_map_get(&index, s) >= 0) continue;
+            *kn_ptr_map_at(&index, s, n_vals) = n_vals;
             vals[n_vals] = (value){.storage = s};
             plan[n_vals++] = (kn_plan_value){.bytes = s->bytes, .first = j, .last = j};
         }
         for (int k = 0; k < x->n_in + x->n_out; k++) {
             const kn_tensor *t = slot_tensor(x, k);
             if (!t) continue;
-            ++*map_at(&held, t, 0);
-            int v = map_get(&index, t->storage);
+            ++*kn_ptr_map_at(&held, t, 0);
+            int v = kn_ptr_map_get(&index, t->storage);
             if (v >= 0 && plan[v].last < j) plan[v].last = j;
         }
     }
     /* Escapes: per header (each counted once), then per storage. */
     for (size_t i = 0; i <= held.mask; i++) {
         const kn_tensor *t = held.keys[i];
-        int v = t ? map_get(&index, t->storage) : -1;
+        int v = t ? kn_ptr_map_get(&index, t->storage) : -1;
         if (v < 0) continue;
         vals[v].headers++;
         if (atomic_load(&t->refs) > held.vals[i]) vals[v].escapes = true;
@@ -152,7 +120,7 @@ kn_status kn_compiled_place(kn_node *const *nodes, int n) {
     }
     for (int k = 0; k < n_planned; k++) kn_storage_realize_in(vals[planned[k]].storage, arena, plan[k].offset);
 out:
-    map_free(&held), map_free(&index);
+    kn_ptr_map_free(&held), kn_ptr_map_free(&index);
     free(vals), free(plan), free(planned);
     return st;
 }
