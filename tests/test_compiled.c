@@ -166,6 +166,13 @@ static void test_intermediates_share_the_arena(void) {
         kn_release(y);
     }
     for (int i = 0; i < 64; i++) CHECK_MSG(fabs(results[0][i] - results[1][i]) <= 1e-5, "element %d differs", i);
+    /* kn_memory_empty_cache gives the arena (11 planned values of 16 KiB, at least 2 live at once) back */
+    kn_memory_stats held, after;
+    CHECK(kn_memory_stats_get(KN_CPU, &held) == KN_OK);
+    kn_memory_empty_cache(KN_CPU);
+    CHECK(kn_memory_stats_get(KN_CPU, &after) == KN_OK);
+    CHECK_MSG(held.allocated_bytes - after.allocated_bytes >= 2 * 64 * 64 * 4, "empty_cache freed %lld bytes",
+              (long long)(held.allocated_bytes - after.allocated_bytes));
     /* strict: 24 values of 16 KiB; compiled: the result alone (plus the narrow's copy) */
     CHECK_MSG(allocated[1] <= 2 * 64 * 64 * 4, "compiled mode allocated %lld bytes for one step (strict %lld)",
               (long long)allocated[1], (long long)allocated[0]);

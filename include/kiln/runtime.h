@@ -79,7 +79,8 @@ typedef struct kn_memory_stats {
 
 KN_API kn_status kn_memory_stats_get(kn_device device, kn_memory_stats *out);
 KN_API void kn_memory_reset_peak(kn_device device);
-/* Returns cached free blocks to the system (after finishing queued work). */
+/* Returns cached free blocks to the system (after finishing queued work), and compiled mode's
+ * arenas with them. */
 KN_API void kn_memory_empty_cache(kn_device device);
 
 /* What the meta backend has traced since the last reset: ops recorded, their FLOPs and the

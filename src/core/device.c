@@ -145,6 +145,7 @@ void kn_memory_empty_cache(kn_device device) {
     if (!b) return;
     kn_realize_pending(NULL);
     kn_device_wait(device);
+    if (kn_hooks.release_device_memory) kn_hooks.release_device_memory(device);
     b->empty_cache(device.index);
 }
 

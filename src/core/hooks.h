@@ -15,6 +15,9 @@ typedef struct kn_core_hooks {
      * t == NULL, and returns the first error of launching it. Core calls it before reading
      * values or waiting for the streams; it never asks which mode holds the work. */
     kn_status (*realize)(kn_tensor *t);
+    /* exec: lets go of the memory it keeps on device between runs (compiled mode's arenas), once
+     * the device's queued work is done; called by kn_memory_empty_cache. */
+    void (*release_device_memory)(kn_device device);
     /* autograd: a tensor handle's autograd state (kn_tensor.ag). ag_share returns another
      * reference for a new handle (kn_retain); ag_release drops one when a handle dies. Only
      * called for a non-NULL state, which only autograd ever sets. */
@@ -25,6 +28,7 @@ typedef struct kn_core_hooks {
 extern kn_core_hooks kn_hooks;
 
 void kn_hooks_install_realize(kn_status (*realize)(kn_tensor *t));
+void kn_hooks_install_release_device_memory(void (*release)(kn_device device));
 void kn_hooks_install_tensor_state(struct kn_ag_meta *(*share)(struct kn_ag_meta *m),
                                    void (*release)(struct kn_ag_meta *m));
 

@@ -5,10 +5,12 @@
  * slots (its reference count equals the slots holding it), and the storage only by those
  * headers. A handle the user keeps (a step's result), one autograd saved or a view made
  * outside makes it escape: it then gets its own memory, since it outlives the program. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/hooks.h"
 #include "core/tensor_impl.h"
 #include "exec/compiled.h"
 #include "graph/memory_plan.h"
@@ -22,14 +24,16 @@ typedef struct value {
     bool escapes;
 } value;
 
-/* Each stream's arena (its planned values run in stream order, so one arena serves them all). */
+/* Each stream's arena (its planned values run in stream order, so one arena serves them all);
+ * the lock guards the table against kn_memory_empty_cache on another thread. */
+static pthread_mutex_t arenas_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     const kn_stream *stream;
     kn_device device;
     kn_storage *arena;
 } arenas[MAX_ARENAS];
 
-static kn_storage *arena_for(const kn_stream *s, size_t bytes) {
+static kn_storage *arena_for_locked(const kn_stream *s, size_t bytes) {
     int slot = -1;
     for (int i = 0; i < MAX_ARENAS && slot < 0; i++)
         if (arenas[i].stream == s && arenas[i].device.type == s->device.type && arenas[i].device.index == s->device.index)
@@ -53,8 +57,30 @@ static kn_storage *arena_for(const kn_stream *s, size_t bytes) {
     return arenas[slot].arena;
 }
 
+/* The stream's arena, at least bytes long; NULL (with an error) when out of memory. */
+static kn_storage *arena_for(const kn_stream *s, size_t bytes) {
+    pthread_mutex_lock(&arenas_lock);
+    kn_storage *a = arena_for_locked(s, bytes);
+    pthread_mutex_unlock(&arenas_lock);
+    return a;
+}
+
 /* Tensor slot k of node x: its inputs, then its outputs (NULL where a slot is empty). */
 static kn_tensor *slot_tensor(const kn_node *x, int k) { return k < x->n_in ? x->in[k] : x->out[k - x->n_in]; }
+
+/* The arenas on device go (kn_memory_empty_cache): the next program makes a new one. */
+static void release_arenas(kn_device device) {
+    pthread_mutex_lock(&arenas_lock);
+    for (int i = 0; i < MAX_ARENAS; i++)
+        if (arenas[i].stream && arenas[i].device.type == device.type && arenas[i].device.index == device.index) {
+            kn_storage_release(arenas[i].arena);
+            arenas[i].arena = NULL;
+            arenas[i].stream = NULL;
+        }
+    pthread_mutex_unlock(&arenas_lock);
+}
+
+__attribute__((constructor)) static void install_release(void) { kn_hooks_install_release_device_memory(release_arenas); }
 
 kn_status kn_compiled_place(kn_node *const *nodes, int n) {
     if (!n || !nodes[0]->stream->backend->holds_values) return KN_OK;
