@@ -22,15 +22,10 @@ typedef struct site {
     struct site *next;
 } site;
 
-typedef struct variant {
-    char *key;
-    struct variant *next;
-} variant;
-
 enum { BUCKETS = 1024 };
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static site *sites[BUCKETS];
-static variant *variants[BUCKETS];
+static kn_fused_memo variants; /* every variant seen, by packed IR */
 
 static unsigned bucket(const char *s) { return (unsigned)(kn_hash_bytes(KN_HASH_SEED, s, strlen(s)) % BUCKETS); }
 
@@ -39,21 +34,11 @@ static bool storm_is_error(void) {
     return s && strcmp(s, "error") == 0;
 }
 
-/* Records key as seen; false if it was already. */
-static bool first_sight(const char *key) {
-    unsigned b = bucket(key);
-    for (variant *v = variants[b]; v; v = v->next)
-        if (strcmp(v->key, key) == 0) return false;
-    variant *v = malloc(sizeof *v);
-    char *copy = strdup(key);
-    if (!v || !copy) { /* without memory for bookkeeping, treat it as seen: no false storms */
-        free(v);
-        free(copy);
-        return false;
-    }
-    *v = (variant){copy, variants[b]};
-    variants[b] = v;
-    return true;
+/* Records ir's variant as seen; false if it was already (or there is no memory to record it:
+ * no false storms). */
+static bool first_sight(const kn_fused_ir *ir) {
+    if (kn_fused_memo_get(&variants, ir)) return false;
+    return kn_fused_memo_put(&variants, ir, (void *)&variants);
 }
 
 static site *site_for(const char *signature) {
@@ -71,11 +56,10 @@ static site *site_for(const char *signature) {
 }
 
 kn_status kn_fused_note_variant(const kn_fused_ir *ir) {
-    char key[4096], signature[2048];
-    kn_fused_key_text(ir, key, sizeof key);
+    char signature[2048];
     pthread_mutex_lock(&lock);
     kn_status st = KN_OK;
-    if (first_sight(key)) {
+    if (first_sight(ir)) {
         kn_fused_signature(ir, signature, sizeof signature);
         site *s = site_for(signature);
         if (s) {

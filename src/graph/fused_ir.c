@@ -1,8 +1,12 @@
-/* Canonical forms of the fused kernel IR: geometry pattern, signature, key, differences. */
+/* Canonical forms of the fused kernel IR: geometry pattern, signature, key (text and packed),
+ * differences, and the memo keyed by the packed key. */
 #include "graph/fused_ir.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "core/hash.h"
 
 bool kn_fused_cast_supported(kn_dtype from, kn_dtype to) {
     /* The copy kernel rounds f64 and integers to f16/bf16 once, through a library function
@@ -95,4 +99,77 @@ kn_recompile_reason kn_fused_diff(const kn_fused_ir *a, const kn_fused_ir *b) {
         if (a->outer_zero[k] != b->outer_zero[k] || (a->inner[k] == KN_FUSED_INNER_ZERO) != (b->inner[k] == KN_FUSED_INNER_ZERO))
             return KN_RECOMPILE_BROADCAST;
     return KN_RECOMPILE_CONTIGUITY;
+}
+
+int kn_fused_key(const kn_fused_ir *ir, int32_t *key) {
+    int n = 0;
+    const bool reduces = ir->reduce_op != KN_OP_COUNT;
+    key[n++] = ir->n_in, key[n++] = ir->n_out, key[n++] = ir->n_steps, key[n++] = ir->rank;
+    key[n++] = (int32_t)ir->reduce_op, key[n++] = reduces ? ir->reduce_arg : 0;
+    key[n++] = reduces ? (int32_t)ir->reduce_dtype : 0, key[n++] = reduces ? ir->n_pro : 0;
+    for (int i = 0; i < ir->n_in; i++) key[n++] = (int32_t)ir->in_dtype[i];
+    for (int j = 0; j < ir->n_steps; j++) {
+        const kn_fused_step *s = &ir->steps[j];
+        key[n++] = (int32_t)s->op, key[n++] = s->n_arg;
+        for (int a = 0; a < 3; a++) key[n++] = a < s->n_arg ? s->arg[a] : 0;
+        key[n++] = (int32_t)s->in_dtype, key[n++] = (int32_t)s->out_dtype, key[n++] = s->output;
+    }
+    for (int k = 0; k < ir->n_out + ir->n_in; k++) key[n++] = ir->inner[k], key[n++] = (int32_t)ir->outer_zero[k];
+    return n;
+}
+
+struct kn_fused_memo_entry {
+    uint64_t hash;
+    void *value;
+    int n;
+    int32_t key[];
+};
+
+static uint64_t memo_hash(const int32_t *key, int n) { return kn_hash_bytes(KN_HASH_SEED, key, (size_t)n * sizeof *key); }
+
+static struct kn_fused_memo_entry **memo_slot(const kn_fused_memo *m, const int32_t *key, int n, uint64_t h) {
+    size_t j = h & (m->cap - 1);
+    for (; m->slots[j]; j = (j + 1) & (m->cap - 1))
+        if (m->slots[j]->hash == h && m->slots[j]->n == n && !memcmp(m->slots[j]->key, key, (size_t)n * sizeof *key))
+            break;
+    return &m->slots[j];
+}
+
+void *kn_fused_memo_get(const kn_fused_memo *m, const kn_fused_ir *ir) {
+    if (!m->cap) return NULL;
+    int32_t key[KN_FUSED_KEY_MAX];
+    const int n = kn_fused_key(ir, key);
+    struct kn_fused_memo_entry *e = *memo_slot(m, key, n, memo_hash(key, n));
+    return e ? e->value : NULL;
+}
+
+bool kn_fused_memo_put(kn_fused_memo *m, const kn_fused_ir *ir, void *value) {
+    if (2 * (m->count + 1) > m->cap) { /* grow: rehash every entry into twice the slots */
+        size_t cap = m->cap ? 2 * m->cap : 256;
+        struct kn_fused_memo_entry **slots = calloc(cap, sizeof *slots);
+        if (!slots) return false;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->slots[i]) continue;
+            size_t j = m->slots[i]->hash & (cap - 1);
+            while (slots[j]) j = (j + 1) & (cap - 1);
+            slots[j] = m->slots[i];
+        }
+        free(m->slots);
+        m->slots = slots;
+        m->cap = cap;
+    }
+    int32_t key[KN_FUSED_KEY_MAX];
+    const int n = kn_fused_key(ir, key);
+    const uint64_t h = memo_hash(key, n);
+    struct kn_fused_memo_entry **at = memo_slot(m, key, n, h);
+    if (!*at) {
+        struct kn_fused_memo_entry *e = malloc(sizeof *e + (size_t)n * sizeof *key);
+        if (!e) return false;
+        e->hash = h, e->n = n;
+        memcpy(e->key, key, (size_t)n * sizeof *key);
+        *at = e;
+        m->count++;
+    }
+    (*at)->value = value;
+    return true;
 }

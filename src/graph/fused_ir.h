@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kiln/stats.h"
 #include "ops/op_table.h"
@@ -95,6 +96,23 @@ void kn_fused_geometry(kn_fused_ir *ir, kn_fused_launch *L, kn_tensor *const *op
 /* The call-site signature (ops and wiring; what stays fixed when only dtypes or shapes
  * change) and the full key text (signature + dtypes + pattern), both canonical text. */
 void kn_fused_signature(const kn_fused_ir *ir, char *buf, size_t size);
+
+/* What selects ir's generated code (everything kn_fused_key_text prints) packed into ints:
+ * equal packings, equal kernels. Cheap enough for every flush, where the text is not (a fifth
+ * of a decode step's host time went to formatting keys). Returns the count written. */
+#define KN_FUSED_KEY_MAX (8 + KN_FUSED_MAX_INPUTS + 8 * KN_FUSED_MAX_STEPS + 2 * KN_FUSED_MAX_OPERANDS)
+int kn_fused_key(const kn_fused_ir *ir, int32_t *key);
+
+/* A map from IRs (by kn_fused_key) to pointers, for the per-process tables in front of the
+ * text-keyed ones (loaded kernels, seen variants). Not locked: its owner's lock guards it. */
+typedef struct kn_fused_memo {
+    struct kn_fused_memo_entry **slots;
+    size_t cap, count;
+} kn_fused_memo;
+/* The pointer stored for ir's key, or NULL. */
+void *kn_fused_memo_get(const kn_fused_memo *m, const kn_fused_ir *ir);
+/* Stores value for ir's key (over an earlier one); false when out of memory. */
+bool kn_fused_memo_put(kn_fused_memo *m, const kn_fused_ir *ir, void *value);
 void kn_fused_key_text(const kn_fused_ir *ir, char *buf, size_t size);
 /* The first part of the key that differs between two IRs of one call site. */
 kn_recompile_reason kn_fused_diff(const kn_fused_ir *a, const kn_fused_ir *b);

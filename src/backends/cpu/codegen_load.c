@@ -1,5 +1,5 @@
-/* Loading fused kernels: this process's table of loaded kernels (by canonical IR text) in
- * front of the jit, which has the compilation cache in front of the compiler. The kernels a
+/* Loading fused kernels: this process's table of loaded kernels (by canonical IR text, and by
+ * packed IR in front of that) in front of the jit, which has the compilation cache in front of the compiler. The kernels a
  * schedule still lacks are compiled together, one translation unit per flush. */
 #include <pthread.h>
 #include <stdio.h>
@@ -22,6 +22,7 @@ typedef struct loaded {
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static loaded **table; /* open addressing */
 static size_t table_cap, table_count;
+static kn_fused_memo by_ir; /* the entries again, by packed IR: found without formatting the key */
 
 static uint64_t fnv1a(const char *s) {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -78,10 +79,13 @@ kn_status kn_cpu_fused_compile(const kn_fused_ir *const *irs, int n, kn_fused_fn
     pthread_mutex_lock(&table_lock);
     int n_to_build = 0;
     for (int i = 0; i < n && st == KN_OK; i++) {
-        char key[4096];
-        kn_fused_key_text(irs[i], key, sizeof key);
-        bool made;
-        entries[i] = entry_for(key, &made);
+        bool made = false;
+        if (!(entries[i] = kn_fused_memo_get(&by_ir, irs[i]))) {
+            char key[4096];
+            kn_fused_key_text(irs[i], key, sizeof key);
+            entries[i] = entry_for(key, &made);
+            if (entries[i] && !kn_fused_memo_put(&by_ir, irs[i], entries[i])) entries[i] = NULL;
+        }
         if (!entries[i]) {
             st = kn_error(KN_ERR_OOM, "fused: out of host memory loading kernels");
         } else if (!made) { /* loaded before, failed before, or twice in this schedule */
