@@ -24,8 +24,9 @@
 extern "C" {
 #endif
 
-/* A step: reads inputs[0..n_in), writes up to n_out result handles (the caller's to release;
- * NULL slots are allowed), returns KN_OK or an error. Parameters and optimizer state are
+/* A step: reads inputs[0..n_in), writes up to n_out result handles, returns KN_OK or an error.
+ * Each result is a new reference, as an op returns (to hand back an input, kn_retain it); it
+ * becomes the caller's to release. NULL slots are allowed. Parameters and optimizer state are
  * whatever the function reaches through ctx: they are updated in place across calls. */
 typedef kn_status (*kn_step_fn)(void *ctx, kn_tensor *const *inputs, int n_in, kn_tensor **outputs, int n_out);
 
