@@ -13,8 +13,9 @@
 extern "C" {
 #endif
 
-/* The parts of a generated kernel's key that can change between two compiles of one call
- * site: a recompile names the first that differs. */
+/* Why something compiled again: the first part that differs between two compiles of one
+ * fused call site's kernel, or of one compiled step (kiln/compile.h: ops for its structure,
+ * then its inputs' shape, dtype, rank or device). */
 typedef enum kn_recompile_reason {
     KN_RECOMPILE_OPS,        /* a different chain of ops */
     KN_RECOMPILE_DTYPE,
@@ -22,6 +23,8 @@ typedef enum kn_recompile_reason {
     KN_RECOMPILE_BROADCAST,  /* which operands broadcast along which dims */
     KN_RECOMPILE_CONTIGUITY, /* which operands are contiguous */
     KN_RECOMPILE_ATTRS,      /* attributes baked into the kernel */
+    KN_RECOMPILE_SHAPE,      /* a compiled step's input size that is not dynamic (or past its bound) */
+    KN_RECOMPILE_DEVICE,     /* a compiled step's input device */
     KN_RECOMPILE_REASON_COUNT
 } kn_recompile_reason;
 
@@ -36,7 +39,8 @@ typedef struct kn_stats {
     int64_t cache_disk_hits;     /* kernels loaded from the on-disk cache */
     int64_t cache_misses;        /* kernels that had to be compiled */
     int64_t cache_corrupt;       /* on-disk entries found damaged, swapped or not loadable (rebuilt) */
-    int64_t recompiles;          /* compiles of a call site that already had a variant */
+    int64_t recompiles;          /* compiles of a fused call site that already had a variant, and calls of
+                                    a compiled step that matched no earlier call (kiln/compile.h) */
     int64_t recompile_reasons[KN_RECOMPILE_REASON_COUNT];
     int64_t host_fallbacks;      /* ops run on the host because a backend lacked them */
     int64_t ops_merged;          /* fused mode: ops not run because an earlier op of the window computed

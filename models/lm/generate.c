@@ -170,14 +170,29 @@ static kn_status accept(gen_state *g, int b, int32_t id, bool last) {
 
 /* ---- the model ------------------------------------------------------------------------------ */
 
-/* The last position's logits of ids [B, T] (row-major host ids) into logits [B, V]. */
-static kn_status forward_last(lm *m, lm_cache *cache, const int64_t *ids, int64_t B, int64_t T, float *logits,
-                              int64_t V) {
-    kn_scope_push();
-    kn_tensor *x = kn_from_host(ids, KN_I64, KN_SHAPE(B, T), kn_default_device());
-    kn_tensor *y = x ? lm_forward_last(m, x, cache) : NULL;
+typedef struct step_ctx {
+    lm *m;
+    lm_cache *cache;
+} step_ctx;
+
+/* The step compiled mode runs as a program (kiln/compile.h): ids [B, T] -> the last position's
+ * logits, f32 [B, V]. */
+static kn_status last_logits_step(void *ctx, kn_tensor *const *in, int n_in, kn_tensor **out, int n_out) {
+    const step_ctx *c = ctx;
+    (void)n_in, (void)n_out;
+    kn_tensor *y = lm_forward_last(c->m, in[0], c->cache);
     if (y && kn_dtype_of(y) != KN_F32) y = kn_cast(y, KN_F32);
-    kn_status st = y ? kn_to_host(y, logits, (size_t)(B * V) * sizeof *logits) : kn_last_status();
+    out[0] = y;
+    return y ? KN_OK : kn_last_status();
+}
+
+/* The last position's logits of ids [B, T] (row-major host ids) into logits [B, V], by step. */
+static kn_status forward_last(kn_compiled *step, const int64_t *ids, int64_t B, int64_t T, float *logits, int64_t V) {
+    kn_scope_push();
+    kn_tensor *x = kn_from_host(ids, KN_I64, KN_SHAPE(B, T), kn_default_device()), *y = NULL;
+    kn_status st = x ? kn_compiled_run(step, &x, 1, &y, 1) : kn_last_status();
+    if (st == KN_OK) st = kn_to_host(y, logits, (size_t)(B * V) * sizeof *logits);
+    kn_release(y);
     kn_scope_pop();
     return st;
 }
@@ -245,9 +260,16 @@ static kn_status run(lm *m, gen_state *g, const int32_t *const *prompts, const s
     float *logits = malloc((size_t)(B * V) * sizeof *logits);
     lm_sampler *s = lm_sampler_new(&o->sampling, V);
     lm_cache *cache = max_new > 0 ? lm_cache_new(m, B, T + max_new - 1) : NULL;
+    /* Two programs: the prefill, whose prompt length may change between calls, and the decode
+     * step, fed [B, 1]; the KV length grows inside the step, which a program's structure does
+     * not depend on (kiln/compile.h), so neither recompiles as the cache fills. */
+    step_ctx ctx = {m, cache};
+    kn_compile_dim prompt_len = {.input = 0, .dim = 1, .max = cfg->max_position_embeddings};
+    kn_compiled *prefill = kn_compile(last_logits_step, &ctx, &(kn_compile_options){"prefill", &prompt_len, 1});
+    kn_compiled *decode = prefill ? kn_compile(last_logits_step, &ctx, &(kn_compile_options){.name = "decode"}) : NULL;
     kn_status st = KN_OK;
     if (!pad || !ids || !logits) st = kn_set_error(KN_ERR_OOM, "generate: out of host memory");
-    else if (!s || (max_new > 0 && !cache)) st = kn_last_status();
+    else if (!s || (max_new > 0 && !cache) || !decode) st = kn_last_status();
     for (int64_t b = 0; st == KN_OK && b < B; b++) {
         pad[b] = T - (int64_t)lens[b];
         for (int64_t t = 0; t < T; t++) ids[b * T + t] = t < pad[b] ? 0 : prompts[b][t - pad[b]];
@@ -259,13 +281,13 @@ static kn_status run(lm *m, gen_state *g, const int32_t *const *prompts, const s
     int64_t active = 0;
     if (st == KN_OK && max_new > 0) {
         double t0 = now_s();
-        st = forward_last(m, cache, ids, B, T, logits, V);
+        st = forward_last(prefill, ids, B, T, logits, V);
         if (st == KN_OK) st = pick_all(g, s, logits, V, 0, ids, &active);
         out->prefill_seconds = now_s() - t0;
     }
     double t0 = now_s();
     for (int64_t step = 1; st == KN_OK && step < max_new && !g->cancelled && any_running(g); step++) {
-        st = forward_last(m, cache, ids, B, 1, logits, V); /* ids[b]: row b's last id */
+        st = forward_last(decode, ids, B, 1, logits, V); /* ids[b]: row b's last id */
         if (st == KN_OK) st = pick_all(g, s, logits, V, step, ids, &active);
         out->decode_tokens += active;
     }
@@ -275,6 +297,8 @@ static kn_status run(lm *m, gen_state *g, const int32_t *const *prompts, const s
         if (!g->rows[b].done) st = finish_row(g, b);
     if (st == KN_OK) st = collect(g, out);
 
+    kn_compiled_free(decode);
+    kn_compiled_free(prefill);
     lm_cache_free(cache);
     lm_sampler_free(s);
     free(logits);

@@ -11,7 +11,7 @@ kn_stat_counter kn_stat_counters[KN_STAT_COUNT];
 static _Atomic int64_t recompile_reasons[KN_RECOMPILE_REASON_COUNT];
 
 static const char *const reason_names[KN_RECOMPILE_REASON_COUNT] = {
-    "ops", "dtype", "rank", "broadcast", "contiguity", "attrs",
+    "ops", "dtype", "rank", "broadcast", "contiguity", "attrs", "shape", "device",
 };
 
 const char *kn_recompile_reason_name(kn_recompile_reason r) {

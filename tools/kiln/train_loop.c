@@ -83,31 +83,43 @@ kn_tensor *train_micro_loss(const train_options *o, const train_job *job, int64_
     return loss;
 }
 
-/* One optimizer step: K micro-batches (each loss scaled by 1/K), clipping, the update. */
-static kn_status train_step(const train_options *o, const train_job *job, kn_optimizer *opt, int64_t step, double lr,
-                            double *loss_out, double *grad_norm) {
+/* One optimizer step: K micro-batches (each loss scaled by 1/K), clipping, the update. Its
+ * arguments and results travel through ctx, since it runs as a compiled step (kiln/compile.h):
+ * in compiled mode its work between two reads (each loss, the gradient norm) is one program,
+ * guarded against recompiles; in other modes it runs as it is. */
+typedef struct step_call {
+    const train_options *o;
+    const train_job *job;
+    kn_optimizer *opt;
+    int64_t step;
+    double lr;
+    double loss, grad_norm; /* out */
+} step_call;
+
+static kn_status train_step(void *ctx, kn_tensor *const *in, int n_in, kn_tensor **out, int n_out) {
+    step_call *c = ctx;
+    const train_options *o = c->o;
+    (void)in, (void)n_in, (void)out, (void)n_out;
     double sum = 0;
     kn_status st = KN_OK;
     for (int j = 0; st == KN_OK && j < o->grad_accum; j++) {
         kn_scope_push();
-        kn_tensor *loss = train_micro_loss(o, job, step * o->grad_accum + j);
+        kn_tensor *loss = train_micro_loss(o, c->job, c->step * o->grad_accum + j);
         double v = NAN;
         st = loss ? kn_backward(kn_div_scalar(loss, o->grad_accum)) : kn_last_status();
         if (st == KN_OK) st = kn_item(loss, &v);
         sum += v;
         kn_scope_pop();
     }
-    kn_scope_push();
     /* Clipping at infinity measures the norm without changing anything. The factor is applied
      * inside the update (the gradients are dropped after it, so none is written clipped). */
     double clip = o->grad_clip > 0 ? o->grad_clip : INFINITY, coef = 1;
-    if (st == KN_OK) st = kn_clip_grad_norm_coef(job->params, job->n_params, clip, grad_norm, &coef);
-    if (st == KN_OK) st = kn_optimizer_set_lr(opt, lr);
-    if (st == KN_OK) st = kn_optimizer_step_scaled(opt, coef);
-    if (st == KN_OK) st = kn_optimizer_zero_grad(opt);
+    if (st == KN_OK) st = kn_clip_grad_norm_coef(c->job->params, c->job->n_params, clip, &c->grad_norm, &coef);
+    if (st == KN_OK) st = kn_optimizer_set_lr(c->opt, c->lr);
+    if (st == KN_OK) st = kn_optimizer_step_scaled(c->opt, coef);
+    if (st == KN_OK) st = kn_optimizer_zero_grad(c->opt);
     if (st == KN_OK) st = kn_sync();
-    kn_scope_pop();
-    *loss_out = sum / o->grad_accum;
+    c->loss = sum / o->grad_accum;
     return st;
 }
 
@@ -152,6 +164,7 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
         return traced;
     }
     kn_lr_schedule sched;
+    kn_compiled *program = NULL;
     int rc = 0, lock = -1;
     FILE *log = NULL;
     int64_t start = 0;
@@ -178,12 +191,21 @@ int train_run(const train_options *o, const train_job *job, double *final_loss) 
         rc = end_of_run(o, job);
         goto done;
     }
+    step_call call = {.o = o, .job = job, .opt = opt};
+    if (!(program = kn_compile(train_step, &call, &(kn_compile_options){.name = "train step"}))) {
+        rc = fail("compile");
+        goto done;
+    }
     kn_memory_reset_peak(kn_default_device()); /* the first step's peak leaves set-up out */
     double t_run = now_ms();
     for (int64_t step = start; step < o->steps; step++) {
         if (o->profile && step == (o->steps - o->profile > start ? o->steps - o->profile : start)) kn_profile_start();
-        double t0 = now_ms(), lr = kn_lr_at(&sched, step), grad_norm = NAN;
-        if (train_step(o, job, opt, step, lr, &loss, &grad_norm) != KN_OK) {
+        double t0 = now_ms(), lr = kn_lr_at(&sched, step);
+        call.step = step, call.lr = lr, call.loss = call.grad_norm = NAN;
+        kn_status st = kn_compiled_run(program, NULL, 0, NULL, 0);
+        double grad_norm = call.grad_norm;
+        loss = call.loss;
+        if (st != KN_OK) {
             rc = fail("training step");
             break;
         }
@@ -225,6 +247,7 @@ done:
     if (final_loss) *final_loss = loss;
     if (train_log_close(log, o->log_path) != KN_OK && rc == 0) rc = fail("--log");
     train_save_dir_close(lock);
+    kn_compiled_free(program);
     kn_optimizer_free(opt);
     return rc;
 }
