@@ -238,7 +238,8 @@ static void test_programs_are_dumped(void) {
     CHECK(file_contains(path, "n0 = matmul(x0, x1) -> v0 f32[8, 8]"));
     CHECK(file_contains(path, "n23 = tanh(v22) -> v23 f32[8, 8]"));
     snprintf(path, sizeof path, "%s/all-planned", dir);
-    CHECK(file_contains(path, "(arena +0)"));          /* an intermediate placed */
+    CHECK(file_contains(path, "n0 = matmul(x0, x1) -> v0 f32[8, 8] (arena +0)")); /* an intermediate placed */
+    CHECK(file_contains(path, "n1 = tanh(v0) -> v1 f32[8, 8] (arena +0)"));      /* written over its dead input */
     CHECK(file_contains(path, "(own memory at launch)")); /* the result the caller holds */
     CHECK(file_contains(path, "digraph program_"));
     kn_release(y);

@@ -1,6 +1,7 @@
 /* The compiled mode's memory planner (graph/memory_plan.h) on made-up programs: every plan
  * passes its checker, meets the lower bound (the peak live sum) where greedy by size is known
- * to (chains, the forward/backward nest of a training step), and the checker catches overlaps. */
+ * to (chains, the forward/backward nest of a training step), in-place take-overs halve a
+ * chain's arena, and the checker catches overlaps. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -25,6 +26,25 @@ static void test_chain_needs_two_live_values(void) {
     check_plan(v, 40, "chain", false);
     size_t arena = kn_memory_plan(v, 40, ALIGN);
     CHECK_MSG(arena <= 2 * 384, "chain: arena %zu for two live values of at most 384 aligned bytes", arena);
+}
+
+/* The same chain where each value takes its input over (an elementwise kernel writing over its
+ * dead input): one value's memory serves them all; a branch that reads a value later keeps it. */
+static void test_take_overs_run_a_chain_in_place(void) {
+    kn_plan_value v[41];
+    for (int i = 0; i < 40; i++) v[i] = (kn_plan_value){.bytes = 256, .first = i, .last = i + 1, .takes_over = i ? i : 0};
+    check_plan(v, 40, "chain in place", true);
+    CHECK(kn_memory_plan(v, 40, ALIGN) == 256 && kn_memory_plan_peak(v, 40, ALIGN) == 256);
+    for (int i = 0; i < 40; i++) CHECK(v[i].offset == 0);
+    v[10].last = 30; /* value 10 is read again at step 30: value 11 cannot take it over */
+    v[11].takes_over = 0;
+    v[41 - 1] = (kn_plan_value){.bytes = 256, .first = 35, .last = 36}; /* and one more value on its own */
+    check_plan(v, 41, "chain with a branch", true);
+    CHECK(kn_memory_plan(v, 41, ALIGN) == 512);
+    char why[256];
+    v[11].takes_over = 11; /* the checker refuses a take-over of a value still read later */
+    v[11].offset = v[10].offset;
+    CHECK(!kn_memory_plan_check(v, 41, 512, ALIGN, why, sizeof why));
 }
 
 /* A training step's shape: forward activations live until their backward reads them, in
@@ -75,6 +95,7 @@ static void test_checker_finds_overlaps(void) {
 
 int main(void) {
     RUN(test_chain_needs_two_live_values);
+    RUN(test_take_overs_run_a_chain_in_place);
     RUN(test_forward_backward_nest);
     RUN(test_random_programs);
     RUN(test_checker_finds_overlaps);

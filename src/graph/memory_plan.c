@@ -24,28 +24,46 @@ static int by_offset(const void *x, const void *y) {
     return a->offset < b->offset ? -1 : a->offset > b->offset;
 }
 
+/* The first value of the chain of take-overs that v[i] belongs to. */
+static int chain_head(const kn_plan_value *v, int i) {
+    while (v[i].takes_over) i = v[i].takes_over - 1;
+    return i;
+}
+
 size_t kn_memory_plan(kn_plan_value *v, int n, size_t align) {
     int *order = malloc((size_t)(n ? n : 1) * sizeof *order), *placed = malloc((size_t)(n ? n : 1) * sizeof *placed);
-    int *near = malloc((size_t)(n ? n : 1) * sizeof *near);
-    if (!order || !placed || !near) {
-        free(order), free(placed), free(near);
+    int *near = malloc((size_t)(n ? n : 1) * sizeof *near), *head = malloc((size_t)(n ? n : 1) * sizeof *head);
+    kn_plan_value *whole = malloc((size_t)(n ? n : 1) * sizeof *whole);
+    if (!order || !placed || !near || !head || !whole) {
+        free(order), free(placed), free(near), free(head), free(whole);
         return SIZE_MAX;
     }
-    for (int i = 0; i < n; i++) order[i] = i;
-    sort_base = v;
-    qsort(order, (size_t)n, sizeof *order, by_size);
+    /* Each chain as one value (at its head's index); the other members are left out. */
+    int n_order = 0;
+    for (int i = 0; i < n; i++) whole[i] = v[i];
+    for (int i = 0; i < n; i++) {
+        head[i] = chain_head(v, i);
+        kn_plan_value *h = &whole[head[i]];
+        if (v[i].first < h->first) h->first = v[i].first;
+        if (v[i].last > h->last) h->last = v[i].last;
+        if (v[i].bytes > h->bytes) h->bytes = v[i].bytes;
+    }
+    for (int i = 0; i < n; i++)
+        if (head[i] == i) order[n_order++] = i;
+    sort_base = whole;
+    qsort(order, (size_t)n_order, sizeof *order, by_size);
     size_t arena = 0;
     int n_placed = 0;
-    for (int k = 0; k < n; k++) {
-        kn_plan_value *x = &v[order[k]];
+    for (int k = 0; k < n_order; k++) {
+        kn_plan_value *x = &whole[order[k]];
         const size_t need = aligned(x->bytes, align);
         int n_near = 0; /* placed values live at some step of x's, by offset */
         for (int p = 0; p < n_placed; p++)
-            if (meet(&v[placed[p]], x)) near[n_near++] = placed[p];
+            if (meet(&whole[placed[p]], x)) near[n_near++] = placed[p];
         qsort(near, (size_t)n_near, sizeof *near, by_offset);
         size_t best = SIZE_MAX, best_gap = SIZE_MAX, end = 0;
         for (int p = 0; p < n_near; p++) {
-            const kn_plan_value *y = &v[near[p]];
+            const kn_plan_value *y = &whole[near[p]];
             if (y->offset >= end && y->offset - end >= need && y->offset - end < best_gap)
                 best = end, best_gap = y->offset - end;
             const size_t y_end = y->offset + aligned(y->bytes, align);
@@ -55,18 +73,30 @@ size_t kn_memory_plan(kn_plan_value *v, int n, size_t align) {
         if (x->offset + need > arena) arena = x->offset + need;
         placed[n_placed++] = order[k];
     }
-    free(order), free(placed), free(near);
+    for (int i = 0; i < n; i++) v[i].offset = whole[head[i]].offset;
+    free(order), free(placed), free(near), free(head), free(whole);
     return arena;
+}
+
+/* Whether a value takes v[i] over (it then ends where its taker starts). */
+static bool taken_over(const kn_plan_value *v, int n, int i) {
+    for (int j = 0; j < n; j++)
+        if (v[j].takes_over == i + 1) return true;
+    return false;
 }
 
 size_t kn_memory_plan_peak(const kn_plan_value *v, int n, size_t align) {
     size_t peak = 0;
+    bool *ends_early = malloc((size_t)(n ? n : 1) * sizeof *ends_early);
+    if (!ends_early) return SIZE_MAX;
+    for (int i = 0; i < n; i++) ends_early[i] = taken_over(v, n, i);
     for (int i = 0; i < n; i++) { /* the live sum peaks at some value's first step */
         size_t live = 0;
         for (int j = 0; j < n; j++)
-            if (v[j].first <= v[i].first && v[i].first <= v[j].last) live += aligned(v[j].bytes, align);
+            if (v[j].first <= v[i].first && v[i].first <= v[j].last - ends_early[j]) live += aligned(v[j].bytes, align);
         if (live > peak) peak = live;
     }
+    free(ends_early);
     return peak;
 }
 
@@ -78,7 +108,12 @@ bool kn_memory_plan_check(const kn_plan_value *v, int n, size_t arena_bytes, siz
                      v[i].bytes, v[i].offset, arena_bytes);
             return false;
         }
-        for (int j = i + 1; j < n; j++)
+        for (int j = i + 1; j < n; j++) {
+            /* a taker and what it takes over: one offset, and one step in common */
+            const kn_plan_value *taker = v[i].takes_over == j + 1 ? &v[i] : v[j].takes_over == i + 1 ? &v[j] : NULL;
+            const kn_plan_value *taken = taker == &v[i] ? &v[j] : &v[i];
+            if (taker && taker->offset == taken->offset && taker->first == taken->last && taker->bytes == taken->bytes)
+                continue;
             if (meet(&v[i], &v[j]) && v[i].bytes && v[j].bytes && v[i].offset < v[j].offset + v[j].bytes &&
                 v[j].offset < v[i].offset + v[i].bytes) {
                 snprintf(why, why_size,
@@ -88,6 +123,7 @@ bool kn_memory_plan_check(const kn_plan_value *v, int n, size_t arena_bytes, siz
                          v[j].offset, v[j].offset + v[j].bytes);
                 return false;
             }
+        }
     }
     return true;
 }
