@@ -1,14 +1,15 @@
 #!/bin/sh
 # Time to first step: one `kiln train gpt2` process (GPT-2 124M, seeded random init, B=4, T=64,
-# AdamW, grad clip 1.0, f32), timed from exec to exit, in (a) strict mode, (b) fused mode with a
-# cold compilation cache (a fresh, empty KILN_CACHE_DIR), (c) fused mode again on that warm
-# cache. Prints the wall seconds, each step's ms and loss (from --log), the ratios to strict,
+# AdamW, grad clip 1.0, f32), timed from exec to exit, in (a) strict mode, (b) MODE (fused or
+# compiled) with a cold compilation cache (a fresh, empty KILN_CACHE_DIR), (c) MODE again on that
+# warm cache. Prints the wall seconds, each step's ms and loss (from --log), the ratios to strict,
 # the runs' kiln-stats lines (KILN_STATS=1: compiles, compile seconds, cache hits), and one
 # JSON line.
-# Usage: sh bench/first_step.sh [build-dir]     (THREADS=2 STEPS=1 BATCH=4 SEQ=64 by default)
-# Exit status: 1 when a run fails; a fused mode the build refuses is reported as skipped (0).
+# Usage: sh bench/first_step.sh [build-dir]     (MODE=fused THREADS=2 STEPS=1 BATCH=4 SEQ=64 by default)
+# Exit status: 1 when a run fails; a mode the build refuses is reported as skipped (0).
 set -u
 BUILD=${1:-build}
+MODE=${MODE:-fused}
 THREADS=${THREADS:-2}
 STEPS=${STEPS:-1}
 BATCH=${BATCH:-4}
@@ -59,21 +60,22 @@ if [ -n "$(ls -A "$OUT/cache")" ]; then
     echo "first_step: strict mode wrote to the compilation cache; emptying it for the cold run"
     rm -rf "$OUT/cache" && mkdir -p "$OUT/cache"
 fi
-run fused_cold fused
+run cold "$MODE"
 # A refused mode needs no second try.
-if grep -q -- '--mode fused' "$OUT/fused_cold.err" && [ "$(cat "$OUT/fused_cold.rc")" != 0 ]; then
-    cp "$OUT/fused_cold.err" "$OUT/fused_warm.err"
-    cp "$OUT/fused_cold.rc" "$OUT/fused_warm.rc"
-    echo 0 > "$OUT/fused_warm.wall"
+if grep -q -- "--mode $MODE" "$OUT/cold.err" && [ "$(cat "$OUT/cold.rc")" != 0 ]; then
+    cp "$OUT/cold.err" "$OUT/warm.err"
+    cp "$OUT/cold.rc" "$OUT/warm.rc"
+    echo 0 > "$OUT/warm.wall"
 else
-    run fused_warm fused
+    run warm "$MODE"
 fi
 du -sk "$OUT/cache" 2>/dev/null | awk '{ print $1 }' > "$OUT/cache.kb"
 
-python3 - "$OUT" "$THREADS" "$STEPS" "$BATCH" "$SEQ" <<'EOF'
+python3 - "$OUT" "$THREADS" "$STEPS" "$BATCH" "$SEQ" "$MODE" <<'EOF'
 import json, os, sys
 
 out, threads, steps, batch, seq = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+mode = sys.argv[6]
 
 def read(name, default=""):
     try:
@@ -82,7 +84,7 @@ def read(name, default=""):
         return default
 
 runs, status = {}, 0
-for label in ("strict", "fused_cold", "fused_warm"):
+for label in ("strict", "cold", "warm"):
     rc = int(read(label + ".rc", "1").strip() or 1)
     err = read(label + ".err")
     stats = None
@@ -98,14 +100,14 @@ for label in ("strict", "fused_cold", "fused_warm"):
     if rc != 0:
         msg = [l for l in err.splitlines() if l.strip() and not l.startswith("kiln-stats: ")]
         why = msg[-1].strip() if msg else "exit status %d" % rc
-        refused = label != "strict" and "--mode fused" in err
+        refused = label != "strict" and "--mode " + mode in err
         r["skipped" if refused else "failed"] = why
         if not refused:
             status = 1
     runs[label] = r
 
 print()
-names = {"strict": "strict", "fused_cold": "fused, cold cache", "fused_warm": "fused, warm cache"}
+names = {"strict": "strict", "cold": mode + ", cold cache", "warm": mode + ", warm cache"}
 for label, r in runs.items():
     if r["rc"] != 0:
         print("%-18s %s: %s" % (names[label], "skipped" if "skipped" in r else "failed", r.get("skipped") or r.get("failed")))
@@ -119,11 +121,11 @@ def ok(label):
 def ratio(a, b):
     return round(runs[a]["wall_s"] / runs[b]["wall_s"], 3) if ok(a) and ok(b) and runs[b]["wall_s"] > 0 else None
 
-warm, cold = ratio("fused_warm", "strict"), ratio("fused_cold", "strict")
+warm, cold = ratio("warm", "strict"), ratio("cold", "strict")
 print()
-print("warm fused / strict: %s" % (("%.2f" % warm) if warm else "- (fused did not run)"))
-print("cold fused / strict: %s" % (("%.2f" % cold) if cold else "- (fused did not run)"))
-for label in ("strict", "fused_cold", "fused_warm"):
+print("warm %s / strict: %s" % (mode, ("%.2f" % warm) if warm else "- (%s did not run)" % mode))
+print("cold %s / strict: %s" % (mode, ("%.2f" % cold) if cold else "- (%s did not run)" % mode))
+for label in ("strict", "cold", "warm"):
     s = runs[label]["stats"]
     if s and ok(label):
         print("kiln-stats %-10s compiles %s (%.2f s), cache hits %s memory / %s disk, misses %s, fused kernels %s, "
@@ -131,16 +133,16 @@ for label in ("strict", "fused_cold", "fused_warm"):
                               s.get("cache_disk_hits"), s.get("cache_misses"), s.get("fused_kernels"),
                               s.get("kernels_launched")))
 kb = read("cache.kb").strip()
-if kb and ok("fused_cold"):
-    print("cache directory after the fused runs: %s KiB" % kb)
+if kb and ok("cold"):
+    print("cache directory after the %s runs: %s KiB" % (mode, kb))
 # The same seed and data give the same losses in every mode (up to fusion's rounding).
 if ok("strict"):
-    for label in ("fused_cold", "fused_warm"):
+    for label in ("cold", "warm"):
         a, b = runs["strict"]["loss"], runs[label]["loss"]
         if ok(label) and a and b and any(abs(x - y) > 1e-3 * max(1.0, abs(x)) for x, y in zip(a, b)):
             print("first_step: %s losses %s differ from strict's %s" % (label, b, a))
             status = 1
-print(json.dumps({"bench": "first_step", "threads": threads, "steps": steps, "batch": batch, "seq": seq,
+print(json.dumps({"bench": "first_step", "mode": mode, "threads": threads, "steps": steps, "batch": batch, "seq": seq,
                   "warm_over_strict": warm, "cold_over_strict": cold, "runs": runs}))
 sys.exit(status)
 EOF

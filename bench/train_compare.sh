@@ -1,12 +1,12 @@
 #!/bin/sh
 # A GPT-2 124M-shaped training step (B=4, T=64, AdamW, 2 threads) in kiln and, in the same run
 # on the same machine, in PyTorch eager with its default threading (bench/gpt2_step_torch.py;
-# skipped when PyTorch is absent) and llm.c's CPU trainer (bench/llmc_step.sh; only with
+# skipped when PyTorch is absent; TORCH_MODES="eager compile" adds torch.compile's Inductor) and llm.c's CPU trainer (bench/llmc_step.sh; only with
 # LLMC_DIR), in f32 and with bf16 autocast (kiln --amp bf16, torch.autocast). The runtimes
 # alternate, ROUNDS rounds; the summary takes each configuration's best round (median step of
 # a round) and prints the ratios. The load average is printed at the start and the end.
 # Usage: sh bench/train_compare.sh [build-dir]
-#        (STEPS=10 WARMUP=2 ROUNDS=2 MODES="strict fused" AMP="none bf16" by default)
+#        (STEPS=10 WARMUP=2 ROUNDS=2 MODES="strict fused" AMP="none bf16" TORCH_MODES=eager by default)
 set -u
 BUILD=${1:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -15,6 +15,7 @@ WARMUP=${WARMUP:-2}
 ROUNDS=${ROUNDS:-2}
 MODES=${MODES:-strict fused}
 AMP=${AMP:-none bf16}
+TORCH_MODES=${TORCH_MODES:-eager}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 echo "train_compare: $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -35,12 +36,16 @@ print(json.dumps({'runtime': 'kiln', 'mode': '$mode', 'amp': '$amp', 'round': $r
                   'ms': statistics.median(r['ms'] for r in rows), 'peak_mib': max(r['peak_mib'] for r in rows)}))" \
                 | tee -a "$OUT/rows.jsonl"
         done
-        python3 "$HERE/gpt2_step_torch.py" --warmup "$WARMUP" --steps "$STEPS" --amp "$amp" 2>/dev/null | tail -1 |
-            python3 -c "
+        for tmode in $TORCH_MODES; do
+            flag=""
+            [ "$tmode" = compile ] && flag=--compile
+            python3 "$HERE/gpt2_step_torch.py" --warmup "$WARMUP" --steps "$STEPS" --amp "$amp" $flag 2>/dev/null | tail -1 |
+                python3 -c "
 import json, sys
 r = json.loads(sys.stdin.read())
-print(json.dumps({'runtime': 'torch', 'mode': 'eager', 'amp': '$amp', 'round': $r, 'ms': r['ms_median']}))" \
-            | tee -a "$OUT/rows.jsonl"
+print(json.dumps({'runtime': 'torch', 'mode': '$tmode', 'amp': '$amp', 'round': $r, 'ms': r['ms_median']}))" \
+                | tee -a "$OUT/rows.jsonl"
+        done
     done
     if [ -n "${LLMC_DIR:-}" ]; then
         LLMC_WARMUP=$WARMUP LLMC_STEPS=$STEPS bash "$HERE/llmc_step.sh" | tail -1 | python3 -c "

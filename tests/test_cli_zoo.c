@@ -283,6 +283,29 @@ static void test_every_task_gives_strict_losses_in_compiled_mode(void) {
     }
 }
 
+/* A second process on a warm compilation cache compiles nothing in compiled mode: its
+ * programs' kernels all load from the cache, and its losses are the first process's. */
+static void test_a_warm_cache_compiles_nothing_in_compiled_mode(void) {
+    char cache[320], log[320];
+    snprintf(cache, sizeof cache, "%s/warm-cache", tmp);
+    snprintf(log, sizeof log, "%s/warm.jsonl", tmp);
+    setenv("KILN_CACHE_DIR", cache, 1);
+    setenv("KILN_STATS", "1", 1);
+    const char *args[] = {"train", "adder", "--batch", "16", "--n-layer", "1", "--n-embd", "32", "--steps", "2",
+                          "--quiet", "--mode", "compiled", "--log", log, NULL};
+    double compiles[2], loss[2][2];
+    for (int k = 0; k < 2; k++) {
+        remove(log);
+        CHECK_MSG(run(args) == 0, "run %d failed", k);
+        compiles[k] = output_number("\"compiles\":");
+        CHECK(logged_losses(log, loss[k], 2) == 2);
+    }
+    unsetenv("KILN_STATS");
+    unsetenv("KILN_CACHE_DIR");
+    CHECK_MSG(compiles[0] > 0 && compiles[1] == 0, "compiles: %g cold, %g warm", compiles[0], compiles[1]);
+    CHECK(loss[0][0] == loss[1][0] && loss[0][1] == loss[1][1]);
+}
+
 static void test_train_lists_the_tasks(void) {
     const char *args[] = {"train", "--help", NULL};
     CHECK(run(args) == 0);
@@ -309,6 +332,7 @@ int main(int argc, char **argv) {
     RUN(test_mingpt_bad_text_files);
     RUN(test_init_loads_weights_or_fails);
     RUN(test_every_task_gives_strict_losses_in_compiled_mode);
+    RUN(test_a_warm_cache_compiles_nothing_in_compiled_mode);
     remove_tree(tmp);
     return test_summary();
 }
