@@ -215,7 +215,7 @@ static void test_a_value_dependent_shape_is_a_graph_break(void) {
     CHECK(kn_set_mode(before) == KN_OK);
 }
 
-/* KILN_COMPILE_DUMP: the chain step's program as recorded and as planned, in text and dot. */
+/* KILN_COMPILE_DUMP: the chain step's program after each stage, in text and dot. */
 static void test_programs_are_dumped(void) {
     char dir[] = "/tmp/kiln_compile_dump_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -242,6 +242,10 @@ static void test_programs_are_dumped(void) {
     CHECK(file_contains(path, "n1 = tanh(v0) -> v1 f32[8, 8] (arena +0)"));      /* written over its dead input */
     CHECK(file_contains(path, "(own memory at launch)")); /* the result the caller holds */
     CHECK(file_contains(path, "digraph program_"));
+    /* 23 values, two slots of 8 x 8 floats: each tanh writes over its matmul's result */
+    CHECK(file_contains(path, "# memory plan: 23 values in an arena of 512 bytes; at most 512 bytes live at once"));
+    snprintf(cmd, sizeof cmd, "cat %s/program-*-1-dce.txt %s/program-*-2-fused.dot | grep -q tanh", dir, dir);
+    CHECK(system(cmd) == 0);
     kn_release(y);
     kn_compiled_free(p);
     kn_release(x), kn_release(w);

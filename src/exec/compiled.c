@@ -42,7 +42,7 @@ static _Atomic(step_trace *) tracing;
 static kn_status plan_and_launch(kn_node **nodes, kn_backend **backends, int n) {
     static int64_t programs; /* for the dumps' names; the window's lock is held */
     const int64_t program = programs++;
-    kn_compiled_dump(nodes, n, program, "recorded");
+    kn_compiled_dump(nodes, n, program, "0-recorded", NULL);
     step_trace *trace = atomic_load(&tracing);
     if (trace) {
         uint64_t key[2] = {trace->key, kn_program_key(nodes, n, trace->inputs, trace->n_inputs)};
@@ -56,11 +56,15 @@ static kn_status plan_and_launch(kn_node **nodes, kn_backend **backends, int n) 
         n = kept;
         kn_stat_add(KN_STAT_OPS_ELIMINATED, dead);
     }
+    kn_compiled_dump(nodes, n, program, "1-dce", NULL);
     kn_status st;
     n = kn_fused_rewrite(nodes, backends, n, &st);
+    kn_compiled_dump(nodes, n, program, "2-fused", NULL);
     /* Without a plan (no memory for it) every value still gets memory at its launch. */
-    kn_status placed = kn_compiled_place(nodes, n);
-    kn_compiled_dump(nodes, n, program, "planned");
+    kn_plan_summary plan = {0};
+    const bool dumping = kn_compiled_dumping();
+    kn_status placed = kn_compiled_place(nodes, n, dumping ? &plan : NULL);
+    kn_compiled_dump(nodes, n, program, "3-planned", &plan);
     for (int j = 0; j < n; j++) kn_node_launch(nodes[j]);
     if (n) kn_stat_add(KN_STAT_PROGRAMS, 1);
     return st != KN_OK ? st : placed;

@@ -34,9 +34,15 @@ static void placement(const kn_storage *s, char *buf, size_t size) {
     else snprintf(buf, size, "arena +%td", (const char *)s->data - (const char *)((const kn_storage *)s->release_ctx)->data);
 }
 
-void kn_compiled_dump(kn_node *const *nodes, int n, int64_t program, const char *stage) {
+bool kn_compiled_dumping(void) {
     const char *dir = getenv("KILN_COMPILE_DUMP");
-    if (!dir || !*dir) return;
+    return dir && *dir;
+}
+
+void kn_compiled_dump(kn_node *const *nodes, int n, int64_t program, const char *stage,
+                      const kn_plan_summary *plan) {
+    if (!kn_compiled_dumping()) return;
+    const char *dir = getenv("KILN_COMPILE_DUMP");
     mkdir(dir, 0777);
     char path[1024];
     snprintf(path, sizeof path, "%s/program-%lld-%s.txt", dir, (long long)program, stage);
@@ -54,6 +60,9 @@ void kn_compiled_dump(kn_node *const *nodes, int n, int64_t program, const char 
         goto out;
     }
     fprintf(txt, "# program %lld, %s: %d nodes\n", (long long)program, stage, n);
+    if (plan)
+        fprintf(txt, "# memory plan: %d values in an arena of %zu bytes; at most %zu bytes live at once\n", plan->values,
+                plan->arena_bytes, plan->peak_bytes);
     fprintf(dot, "digraph program_%lld {\n  node [shape=box, fontname=monospace];\n", (long long)program);
     for (int j = 0; j < n; j++) {
         const kn_node *x = nodes[j];

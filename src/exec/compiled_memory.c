@@ -141,7 +141,7 @@ static void release_arenas(kn_device device) {
 
 __attribute__((constructor)) static void install_release(void) { kn_hooks_install_release_device_memory(release_arenas); }
 
-kn_status kn_compiled_place(kn_node *const *nodes, int n) {
+kn_status kn_compiled_place(kn_node *const *nodes, int n, kn_plan_summary *summary) {
     if (!n || !nodes[0]->stream->backend->holds_values) return KN_OK;
     int slots = 0;
     for (int j = 0; j < n; j++) slots += nodes[j]->n_in + nodes[j]->n_out;
@@ -192,6 +192,8 @@ kn_status kn_compiled_place(kn_node *const *nodes, int n) {
     }
     take_over_dead_inputs(nodes, n, &index, plan_of, plan, taken);
     size_t bytes = kn_memory_plan(plan, n_planned, ALIGN);
+    if (summary && bytes != SIZE_MAX)
+        *summary = (kn_plan_summary){n_planned, bytes, kn_memory_plan_peak(plan, n_planned, ALIGN)};
     if (bytes == SIZE_MAX) {
         st = kn_error(KN_ERR_OOM, "compiled mode: out of host memory for the memory plan");
         goto out;

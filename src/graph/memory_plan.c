@@ -19,6 +19,21 @@ static int by_size(const void *x, const void *y) {
     return *(const int *)x - *(const int *)y;
 }
 
+/* Largest bytes x steps first, then as by_size. */
+static int by_area(const void *x, const void *y) {
+    const kn_plan_value *a = &sort_base[*(const int *)x], *b = &sort_base[*(const int *)y];
+    const double ea = (double)a->bytes * (a->last - a->first + 1), eb = (double)b->bytes * (b->last - b->first + 1);
+    if (ea != eb) return ea < eb ? 1 : -1;
+    return by_size(x, y);
+}
+
+/* Program order: first step first, then as by_size. */
+static int by_first(const void *x, const void *y) {
+    const kn_plan_value *a = &sort_base[*(const int *)x], *b = &sort_base[*(const int *)y];
+    if (a->first != b->first) return a->first < b->first ? -1 : 1;
+    return by_size(x, y);
+}
+
 static int by_offset(const void *x, const void *y) {
     const kn_plan_value *a = &sort_base[*(const int *)x], *b = &sort_base[*(const int *)y];
     return a->offset < b->offset ? -1 : a->offset > b->offset;
@@ -30,12 +45,43 @@ static int chain_head(const kn_plan_value *v, int i) {
     return i;
 }
 
+/* Places whole[order[0..n_order)] in that order, each into the smallest gap among the values
+ * already placed whose lifetimes meet its own, else above them; the arena's size. placed and
+ * near are scratch of n_order ints. */
+static size_t place(kn_plan_value *whole, const int *order, int n_order, size_t align, int *placed, int *near) {
+    size_t arena = 0;
+    int n_placed = 0;
+    for (int k = 0; k < n_order; k++) {
+        kn_plan_value *x = &whole[order[k]];
+        const size_t need = aligned(x->bytes, align);
+        int n_near = 0; /* placed values live at some step of x's, by offset */
+        for (int p = 0; p < n_placed; p++)
+            if (meet(&whole[placed[p]], x)) near[n_near++] = placed[p];
+        sort_base = whole;
+        qsort(near, (size_t)n_near, sizeof *near, by_offset);
+        size_t best = SIZE_MAX, best_gap = SIZE_MAX, end = 0;
+        for (int p = 0; p < n_near; p++) {
+            const kn_plan_value *y = &whole[near[p]];
+            if (y->offset >= end && y->offset - end >= need && y->offset - end < best_gap)
+                best = end, best_gap = y->offset - end;
+            const size_t y_end = y->offset + aligned(y->bytes, align);
+            if (y_end > end) end = y_end;
+        }
+        x->offset = best != SIZE_MAX ? best : end;
+        if (x->offset + need > arena) arena = x->offset + need;
+        placed[n_placed++] = order[k];
+    }
+    return arena;
+}
+
 size_t kn_memory_plan(kn_plan_value *v, int n, size_t align) {
-    int *order = malloc((size_t)(n ? n : 1) * sizeof *order), *placed = malloc((size_t)(n ? n : 1) * sizeof *placed);
-    int *near = malloc((size_t)(n ? n : 1) * sizeof *near), *head = malloc((size_t)(n ? n : 1) * sizeof *head);
-    kn_plan_value *whole = malloc((size_t)(n ? n : 1) * sizeof *whole);
-    if (!order || !placed || !near || !head || !whole) {
-        free(order), free(placed), free(near), free(head), free(whole);
+    const size_t m = (size_t)(n ? n : 1);
+    int *order = malloc(m * sizeof *order), *placed = malloc(m * sizeof *placed), *near = malloc(m * sizeof *near);
+    int *head = malloc(m * sizeof *head);
+    kn_plan_value *whole = malloc(m * sizeof *whole);
+    size_t *kept = malloc(m * sizeof *kept);
+    if (!order || !placed || !near || !head || !whole || !kept) {
+        free(order), free(placed), free(near), free(head), free(whole), free(kept);
         return SIZE_MAX;
     }
     /* Each chain as one value (at its head's index); the other members are left out. */
@@ -50,32 +96,22 @@ size_t kn_memory_plan(kn_plan_value *v, int n, size_t align) {
     }
     for (int i = 0; i < n; i++)
         if (head[i] == i) order[n_order++] = i;
-    sort_base = whole;
-    qsort(order, (size_t)n_order, sizeof *order, by_size);
-    size_t arena = 0;
-    int n_placed = 0;
-    for (int k = 0; k < n_order; k++) {
-        kn_plan_value *x = &whole[order[k]];
-        const size_t need = aligned(x->bytes, align);
-        int n_near = 0; /* placed values live at some step of x's, by offset */
-        for (int p = 0; p < n_placed; p++)
-            if (meet(&whole[placed[p]], x)) near[n_near++] = placed[p];
-        qsort(near, (size_t)n_near, sizeof *near, by_offset);
-        size_t best = SIZE_MAX, best_gap = SIZE_MAX, end = 0;
-        for (int p = 0; p < n_near; p++) {
-            const kn_plan_value *y = &whole[near[p]];
-            if (y->offset >= end && y->offset - end >= need && y->offset - end < best_gap)
-                best = end, best_gap = y->offset - end;
-            const size_t y_end = y->offset + aligned(y->bytes, align);
-            if (y_end > end) end = y_end;
-        }
-        x->offset = best != SIZE_MAX ? best : end;
-        if (x->offset + need > arena) arena = x->offset + need;
-        placed[n_placed++] = order[k];
+    /* Greedy by size first; greedy by the area of a value's lifetime (bytes x steps) and a
+     * best-fit pass in program order sometimes pack a small program tighter: the smallest of
+     * the three is kept. */
+    int (*const orders[])(const void *, const void *) = {by_size, by_area, by_first};
+    size_t arena = SIZE_MAX;
+    for (size_t k = 0; k < sizeof orders / sizeof orders[0]; k++) {
+        sort_base = whole;
+        qsort(order, (size_t)n_order, sizeof *order, orders[k]);
+        size_t got = place(whole, order, n_order, align, placed, near);
+        if (got >= arena) continue;
+        arena = got;
+        for (int i = 0; i < n; i++) kept[i] = whole[head[i]].offset;
     }
-    for (int i = 0; i < n; i++) v[i].offset = whole[head[i]].offset;
-    free(order), free(placed), free(near), free(head), free(whole);
-    return arena;
+    for (int i = 0; i < n; i++) v[i].offset = n_order ? kept[i] : 0;
+    free(order), free(placed), free(near), free(head), free(whole), free(kept);
+    return n_order ? arena : 0;
 }
 
 /* Whether a value takes v[i] over (it then ends where its taker starts). */
