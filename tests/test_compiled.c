@@ -131,6 +131,34 @@ static void test_dead_code_does_not_run(void) {
     CHECK(kn_set_mode(before) == KN_OK);
 }
 
+/* exp(x) twice: the second is the first's value (graph/cse.c; fused mode's tests cover the
+ * in-place writes that forbid it). */
+static kn_status twice_step(void *ctx, kn_tensor *const *in, int n_in, kn_tensor **out, int n_out) {
+    (void)ctx, (void)n_in, (void)n_out;
+    out[0] = kn_sum(kn_add(kn_exp(in[0]), kn_mul(kn_exp(in[0]), in[0])), KN_ALL_DIMS, false);
+    return out[0] ? KN_OK : kn_last_status();
+}
+
+static void test_common_subexpressions_merge(void) {
+    kn_mode before = kn_get_mode();
+    CHECK(kn_set_mode(KN_MODE_COMPILED) == KN_OK);
+    kn_tensor *x = kn_arange(0, 4, 1, KN_F32), *sum = NULL;
+    kn_compiled *p = kn_compile(twice_step, NULL, NULL);
+    kn_stats s0, s1;
+    kn_stats_get(&s0);
+    CHECK(kn_compiled_run(p, &x, 1, &sum, 1) == KN_OK);
+    double v = 0, want = 0;
+    CHECK(kn_item(sum, &v) == KN_OK);
+    kn_stats_get(&s1);
+    for (int i = 0; i < 4; i++) want += exp(i) * (1 + i);
+    CHECK_MSG(fabs(v - want) <= 1e-5 * want, "sum %.9g, want %.9g", v, want);
+    CHECK_MSG(s1.ops_merged - s0.ops_merged == 1, "%lld ops merged", (long long)(s1.ops_merged - s0.ops_merged));
+    kn_release(sum);
+    kn_release(x);
+    kn_compiled_free(p);
+    CHECK(kn_set_mode(before) == KN_OK);
+}
+
 /* A chain of same-sized values whose fused kernels cannot take all of it (a product between
  * each pair): the arena holds them, and the device's allocations during a program stay at the
  * arena and the results. */
@@ -278,6 +306,7 @@ static void test_bad_arguments_and_step_errors(void) {
 int main(void) {
     RUN(test_losses_equal_strict_over_20_steps);
     RUN(test_dead_code_does_not_run);
+    RUN(test_common_subexpressions_merge);
     RUN(test_intermediates_share_the_arena);
     RUN(test_a_value_dependent_shape_is_a_graph_break);
     RUN(test_programs_are_dumped);

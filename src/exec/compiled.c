@@ -50,10 +50,7 @@ static kn_status plan_and_launch(kn_node **nodes, kn_backend **backends, int n) 
     }
     const int dead = kn_dce(nodes, n);
     if (dead) {
-        int kept = 0;
-        for (int j = 0; j < n; j++)
-            if (nodes[j]) backends[kept] = backends[j], nodes[kept++] = nodes[j];
-        n = kept;
+        n = kn_nodes_compact(nodes, backends, n);
         kn_stat_add(KN_STAT_OPS_ELIMINATED, dead);
     }
     kn_compiled_dump(nodes, n, program, "1-dce", NULL);

@@ -9,8 +9,12 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/stats.h"
 #include "exec/dispatch.h"
 #include "exec/fused.h"
+#include "exec/window.h"
+#include "graph/cse.h"
+#include "graph/escape.h"
 #include "graph/fused_ir.h"
 
 typedef struct group {
@@ -52,37 +56,6 @@ static int input_value(group *g, kn_tensor *t) {
     return g->ir.n_in++;
 }
 
-/* Uses of handle t as an input inside nodes[first .. first + count). */
-static int uses_within(kn_node *const *nodes, int first, int count, const kn_tensor *t) {
-    int uses = 0;
-    for (int j = first; j < first + count; j++)
-        for (int i = 0; i < nodes[j]->n_in; i++) uses += nodes[j]->in[i] == t;
-    return uses;
-}
-
-/* Whether input i of node j is the first use of its handle inside the group. */
-static bool first_use(kn_node *const *nodes, int first, int j, int i) {
-    const kn_tensor *h = nodes[j]->in[i];
-    for (int q = first; q <= j; q++)
-        for (int k = 0; k < (q == j ? i : nodes[q]->n_in); k++)
-            if (nodes[q]->in[k] == h) return false;
-    return true;
-}
-
-/* Counts t's references and the other headers on its storage against the uses inside. */
-bool kn_fused_escapes(kn_node *const *nodes, int first, int count, kn_tensor *t) {
-    if (atomic_load(&t->refs) > 1 + uses_within(nodes, first, count, t)) return true;
-    int headers = 1; /* t's */
-    for (int j = first; j < first + count; j++)
-        for (int i = 0; i < nodes[j]->n_in; i++) {
-            kn_tensor *h = nodes[j]->in[i];
-            if (h == t || h->storage != t->storage || !first_use(nodes, first, j, i)) continue;
-            if (!kn_tensor_same_view(h, t) || atomic_load(&h->refs) > uses_within(nodes, first, count, h)) return true;
-            headers++;
-        }
-    return atomic_load(&t->storage->refs) > headers;
-}
-
 static bool reduces(const group *g) { return g->ir.reduce_op != KN_OP_COUNT; }
 
 /* The node of step j: the reduction node sits between the prologue and the epilogue. */
@@ -93,7 +66,7 @@ static kn_node *step_node(const group *g, kn_node *const *nodes, int j) {
 /* Values the kernel must store: the steps' escaping values and a reduction's result. */
 static int stored_count(const group *g, kn_node *const *nodes) {
     int stored = reduces(g);
-    for (int j = 0; j < g->ir.n_steps; j++) stored += kn_fused_escapes(nodes, g->first, g->count, step_node(g, nodes, j)->out[0]);
+    for (int j = 0; j < g->ir.n_steps; j++) stored += kn_value_escapes(nodes, g->first, g->count, step_node(g, nodes, j)->out[0]);
     return stored;
 }
 
@@ -205,7 +178,7 @@ static bool finish(group *g, kn_node *const *nodes, kn_fused_launch *L) {
     ir->n_out = 0;
     for (int j = 0; j < ir->n_steps; j++) {
         kn_tensor *t = step_node(g, nodes, j)->out[0];
-        if (!kn_fused_escapes(nodes, g->first, g->count, t)) continue;
+        if (!kn_value_escapes(nodes, g->first, g->count, t)) continue;
         if (ir->n_out == KN_FUSED_MAX_OUTPUTS) return false;
         ir->steps[j].output = ir->n_out;
         g->outputs[ir->n_out++] = t;
@@ -285,7 +258,11 @@ static void warn_no_compile(void) {
 }
 
 int kn_fused_rewrite(kn_node **nodes, kn_backend **backends, int n, kn_status *error) {
-    n = kn_fused_merge_common(nodes, backends, n);
+    const int merged = kn_cse(nodes, n);
+    if (merged) {
+        n = kn_nodes_compact(nodes, backends, n);
+        kn_stat_add(KN_STAT_OPS_MERGED, merged);
+    }
     hoist_creations(nodes, backends, n);
     group *groups = malloc((size_t)n * sizeof *groups);
     kn_fused_launch **launches = calloc((size_t)n, sizeof *launches);

@@ -49,3 +49,10 @@ kn_status kn_window_flush(kn_window *w) {
     pthread_mutex_unlock(&w->lock);
     return st;
 }
+
+int kn_nodes_compact(kn_node **nodes, kn_backend **backends, int n) {
+    int kept = 0;
+    for (int j = 0; j < n; j++)
+        if (nodes[j]) backends[kept] = backends[j], nodes[kept++] = nodes[j];
+    return kept;
+}

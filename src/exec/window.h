@@ -26,4 +26,8 @@ kn_status kn_window_submit(kn_window *w, kn_backend *b, kn_node *n);
 /* Flushes everything w holds. */
 kn_status kn_window_flush(kn_window *w);
 
+/* Drops the NULL slots a pass left in nodes[0..n), moving backends along (order kept); the
+ * new count. */
+int kn_nodes_compact(kn_node **nodes, kn_backend **backends, int n);
+
 #endif

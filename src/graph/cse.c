@@ -1,5 +1,5 @@
-/* Fused mode's common subexpressions. A window is a piece of the graph seen whole before
- * anything in it runs, so a node that recomputes an earlier node's values (the same pure op
+/* Common-subexpression elimination (graph/cse.h). A window or program is a piece of the graph
+ * seen whole before anything in it runs, so a node that recomputes an earlier node's values (the same pure op
  * and attributes over the same input views: kn_node_same, found through kn_node_hash) need
  * not run, provided that
  *   - nothing in between writes in place into a storage it reads (the inputs' values are
@@ -9,10 +9,12 @@
  * Its readers in the window then read the earlier node's outputs: every header on its output
  * storage is held by the window's nodes, so moving those headers onto the earlier output is
  * seen by no one else. Its own outputs, deferred, never get memory. */
+#include "graph/cse.h"
+
 #include <stdlib.h>
 
-#include "core/stats.h"
-#include "exec/fused.h"
+#include "core/tensor_impl.h"
+#include "graph/escape.h"
 
 /* Whether some node in nodes[from, to) writes in place into storage s. */
 static bool written_in(kn_node *const *nodes, int from, int to, const kn_storage *s) {
@@ -29,7 +31,7 @@ static bool replaceable(kn_node *const *nodes, int n, int i, int j) {
         if (written_in(nodes, i + 1, j, b->in[x]->storage)) return false;
     for (int o = 0; o < b->n_out; o++)
         if (written_in(nodes, i + 1, n, a->out[o]->storage) || written_in(nodes, j + 1, n, b->out[o]->storage) ||
-            kn_fused_escapes(nodes, 0, n, b->out[o]))
+            kn_value_escapes(nodes, 0, n, b->out[o]))
             return false;
     return true;
 }
@@ -54,15 +56,15 @@ typedef struct slot {
     int index; /* into nodes; -1: empty */
 } slot;
 
-int kn_fused_merge_common(kn_node **nodes, kn_backend **backends, int n) {
+int kn_cse(kn_node **nodes, int n) {
     int cap = 16;
     while (cap < 2 * n) cap *= 2;
     slot *table = malloc((size_t)cap * sizeof *table);
-    bool *dropped = calloc((size_t)n, sizeof *dropped);
+    bool *dropped = calloc((size_t)(n ? n : 1), sizeof *dropped);
     if (!table || !dropped) { /* without memory for the bookkeeping, everything runs */
         free(table);
         free(dropped);
-        return n;
+        return 0;
     }
     for (int s = 0; s < cap; s++) table[s].index = -1;
     /* A dropped node stays in the array until the end, holding its references, so that every
@@ -83,17 +85,14 @@ int kn_fused_merge_common(kn_node **nodes, kn_backend **backends, int n) {
         for (int o = 0; o < b->n_out; o++) move_readers(nodes, j, n, b->out[o]->storage, nodes[match]->out[o]->storage);
         dropped[j] = true;
     }
-    int kept = 0;
-    for (int j = 0; j < n; j++) {
+    int merged = 0;
+    for (int j = 0; j < n; j++)
         if (dropped[j]) {
             kn_node_free(nodes[j]);
-            kn_stat_add(KN_STAT_OPS_MERGED, 1);
-            continue;
+            nodes[j] = NULL;
+            merged++;
         }
-        nodes[kept] = nodes[j];
-        backends[kept++] = backends[j];
-    }
     free(table);
     free(dropped);
-    return kept;
+    return merged;
 }
