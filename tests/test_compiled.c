@@ -243,7 +243,8 @@ static void test_a_value_dependent_shape_is_a_graph_break(void) {
     CHECK(kn_set_mode(before) == KN_OK);
 }
 
-/* KILN_COMPILE_DUMP: the chain step's program after each stage, in text and dot. */
+/* KILN_COMPILE_DUMP: the chain step's program after each stage, in text and dot, and a fusing
+ * step's generated kernels. */
 static void test_programs_are_dumped(void) {
     char dir[] = "/tmp/kiln_compile_dump_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -252,8 +253,11 @@ static void test_programs_are_dumped(void) {
     kn_tensor *x = kn_randn(KN_SHAPE(8, 8), KN_F32), *w = kn_randn(KN_SHAPE(8, 8), KN_F32), *y = NULL;
     CHECK(kn_sync() == KN_OK);
     kn_compiled *p = kn_compile(chain_step, NULL, NULL);
+    kn_compiled *fusing = kn_compile(twice_step, NULL, NULL);
+    kn_tensor *sum = NULL;
     setenv("KILN_COMPILE_DUMP", dir, 1);
     CHECK(kn_compiled_run(p, (kn_tensor *[]){x, w}, 2, &y, 1) == KN_OK);
+    CHECK(kn_compiled_run(fusing, &x, 1, &sum, 1) == KN_OK);
     unsetenv("KILN_COMPILE_DUMP");
     CHECK(kn_sync() == KN_OK);
     char cmd[256];
@@ -274,6 +278,11 @@ static void test_programs_are_dumped(void) {
     CHECK(file_contains(path, "# memory plan: 23 values in an arena of 512 bytes; at most 512 bytes live at once"));
     snprintf(cmd, sizeof cmd, "cat %s/program-*-1-dce.txt %s/program-*-2-fused.dot | grep -q tanh", dir, dir);
     CHECK(system(cmd) == 0);
+    /* the generated source of the second step's fused kernel */
+    snprintf(cmd, sizeof cmd, "grep -q 'kn_fk_[0-9a-f]*(' %s/program-*-kernels.c", dir);
+    CHECK(system(cmd) == 0);
+    kn_release(sum);
+    kn_compiled_free(fusing);
     kn_release(y);
     kn_compiled_free(p);
     kn_release(x), kn_release(w);

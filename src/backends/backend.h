@@ -34,6 +34,9 @@ typedef struct kn_kernel_table {
      * compilation cache and loaded; they run as `fused` nodes through op[KN_OP_fused].
      * NULL for a backend that generates no code (its nodes then run one by one). */
     kn_status (*compile_fused)(const struct kn_fused_ir *const *irs, int n, kn_fused_fn *fns);
+    /* The source compile_fused builds for irs (malloc'd; NULL with an error), for the
+     * compiled mode's dumps. */
+    char *(*fused_source)(const struct kn_fused_ir *const *irs, int n);
 
     /* Custom ops with a source kernel (src/ops/custom.c): makes op id's kernel for dtype ready
      * (compiling it through the cache) before a call is recorded, so that a compile error is

@@ -55,11 +55,14 @@ static kn_status plan_and_launch(kn_node **nodes, kn_backend **backends, int n) 
     }
     kn_compiled_dump(nodes, n, program, "1-dce", NULL);
     kn_status st;
-    n = kn_fused_rewrite(nodes, backends, n, &st);
+    const bool dumping = kn_compiled_dumping();
+    char *source = NULL;
+    n = kn_fused_rewrite(nodes, backends, n, &st, dumping ? &source : NULL);
     kn_compiled_dump(nodes, n, program, "2-fused", NULL);
+    kn_compiled_dump_source(program, source);
+    free(source);
     /* Without a plan (no memory for it) every value still gets memory at its launch. */
     kn_plan_summary plan = {0};
-    const bool dumping = kn_compiled_dumping();
     kn_status placed = kn_compiled_place(nodes, n, dumping ? &plan : NULL);
     kn_compiled_dump(nodes, n, program, "3-planned", &plan);
     for (int j = 0; j < n; j++) kn_node_launch(nodes[j]);

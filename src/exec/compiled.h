@@ -25,6 +25,9 @@ kn_status kn_compiled_place(kn_node *const *nodes, int n, kn_plan_summary *summa
  * `dot -Tsvg`). N counts the process's programs; STAGE names the point in the pipeline. */
 void kn_compiled_dump(kn_node *const *nodes, int n, int64_t program, const char *stage,
                       const kn_plan_summary *plan);
+/* With KILN_COMPILE_DUMP=DIR set and source not NULL: writes DIR/program-N-kernels.c, the
+ * generated source of the program's kernels. */
+void kn_compiled_dump_source(int64_t program, const char *source);
 /* Whether KILN_COMPILE_DUMP is set. */
 bool kn_compiled_dumping(void);
 

@@ -39,6 +39,17 @@ bool kn_compiled_dumping(void) {
     return dir && *dir;
 }
 
+void kn_compiled_dump_source(int64_t program, const char *source) {
+    if (!source || !kn_compiled_dumping()) return;
+    const char *dir = getenv("KILN_COMPILE_DUMP");
+    mkdir(dir, 0777);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/program-%lld-kernels.c", dir, (long long)program);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(source, f) == EOF) fprintf(stderr, "kiln: KILN_COMPILE_DUMP=%s: cannot write %s\n", dir, path);
+    if (f) fclose(f);
+}
+
 void kn_compiled_dump(kn_node *const *nodes, int n, int64_t program, const char *stage,
                       const kn_plan_summary *plan) {
     if (!kn_compiled_dumping()) return;

@@ -13,8 +13,9 @@ kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n);
 /* Its planning half: merges common subexpressions (graph/cse.h) and replaces each fusable run of nodes by
  * one `fused` node (kernels built or taken from the cache), in place; returns the new count,
  * the nodes in launch order, none launched. *error: a recompile-storm refusal, else KN_OK
- * (the group it refused runs op by op). */
-int kn_fused_rewrite(kn_node **nodes, kn_backend **backends, int n, kn_status *error);
+ * (the group it refused runs op by op). source (NULL: not wanted) gets the generated source
+ * of the kernels the new nodes run (malloc'd; NULL when there are none). */
+int kn_fused_rewrite(kn_node **nodes, kn_backend **backends, int n, kn_status *error, char **source);
 
 /* Recompile bookkeeping for one kernel about to be built: counts a new variant of its call
  * site with the reason, warns once about a storm, and returns an error for a storm when

@@ -257,7 +257,21 @@ static void warn_no_compile(void) {
     fprintf(stderr, "kiln: fused mode could not build kernels (%s); running those ops one by one\n", kn_last_error());
 }
 
-int kn_fused_rewrite(kn_node **nodes, kn_backend **backends, int n, kn_status *error) {
+/* The source of the kernels the groups with a launch run (a flush is on one stream, so one
+ * backend generates them all); irs is scratch for n_groups. */
+static char *kernel_source(const group *groups, kn_fused_launch *const *launches, kn_backend *const *backends,
+                           int n_groups, const kn_fused_ir **irs) {
+    int m = 0;
+    kn_backend *b = NULL;
+    for (int k = 0; k < n_groups; k++)
+        if (launches[k] && backends[groups[k].first]->kernels->fused_source) {
+            b = backends[groups[k].first];
+            irs[m++] = &groups[k].ir;
+        }
+    return m ? b->kernels->fused_source(irs, m) : NULL;
+}
+
+int kn_fused_rewrite(kn_node **nodes, kn_backend **backends, int n, kn_status *error, char **source) {
     const int merged = kn_cse(nodes, n);
     if (merged) {
         n = kn_nodes_compact(nodes, backends, n);
@@ -319,6 +333,7 @@ int kn_fused_rewrite(kn_node **nodes, kn_backend **backends, int n, kn_status *e
             }
         }
     }
+    if (source) *source = groups && launches && irs ? kernel_source(groups, launches, backends, n_groups, irs) : NULL;
     /* compacted in place: a group's node takes its first node's slot */
     int k = 0, kept = 0;
     for (int i = 0; i < n;) {
@@ -344,7 +359,7 @@ int kn_fused_rewrite(kn_node **nodes, kn_backend **backends, int n, kn_status *e
 
 kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n) {
     kn_status st;
-    n = kn_fused_rewrite(nodes, backends, n, &st);
+    n = kn_fused_rewrite(nodes, backends, n, &st, NULL);
     for (int i = 0; i < n; i++) kn_node_launch(nodes[i]);
     return st;
 }

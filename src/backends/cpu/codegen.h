@@ -11,5 +11,8 @@ char *kn_cpu_codegen_source(const kn_fused_ir *const *irs, const char *const *na
 /* Kernels for n IRs: those already loaded by this process are looked up, the rest are
  * generated into one translation unit and loaded through the jit and its cache. */
 kn_status kn_cpu_fused_compile(const kn_fused_ir *const *irs, int n, kn_fused_fn *fns);
+/* The translation unit of irs' kernels under the symbols the loader gives them (malloc'd; NULL
+ * with an error): what a dump shows. */
+char *kn_cpu_fused_source(const kn_fused_ir *const *irs, int n);
 
 #endif

@@ -46,6 +46,11 @@ static bool grow(void) {
     return true;
 }
 
+/* The symbol of the kernel whose key text is key: kn_fk_<hash>. */
+static void symbol_of(const char *key, char name[24]) {
+    snprintf(name, 24, "kn_fk_%016llx", (unsigned long long)fnv1a(key));
+}
+
 /* The entry of key, made (with no function yet) if there is none; *made says which. NULL
  * when out of memory. */
 static loaded *entry_for(const char *key, bool *made) {
@@ -60,7 +65,7 @@ static loaded *entry_for(const char *key, bool *made) {
     if (!l) return NULL;
     l->hash = h;
     l->fn = NULL;
-    snprintf(l->name, sizeof l->name, "kn_fk_%016llx", (unsigned long long)h);
+    symbol_of(key, l->name);
     memcpy(l->key, key, len + 1);
     table[j] = l;
     table_count++;
@@ -109,4 +114,24 @@ kn_status kn_cpu_fused_compile(const kn_fused_ir *const *irs, int n, kn_fused_fn
     free(names);
     free(got);
     return st;
+}
+
+char *kn_cpu_fused_source(const kn_fused_ir *const *irs, int n) {
+    char(*names)[24] = malloc((size_t)(n ? n : 1) * sizeof *names);
+    const char **name_ptrs = malloc((size_t)(n ? n : 1) * sizeof *name_ptrs);
+    char *source = NULL;
+    if (names && name_ptrs) {
+        for (int i = 0; i < n; i++) {
+            char key[4096];
+            kn_fused_key_text(irs[i], key, sizeof key);
+            symbol_of(key, names[i]);
+            name_ptrs[i] = names[i];
+        }
+        source = kn_cpu_codegen_source(irs, name_ptrs, n);
+    } else {
+        kn_error(KN_ERR_OOM, "fused: out of host memory for kernel source");
+    }
+    free(names);
+    free(name_ptrs);
+    return source;
 }

@@ -138,7 +138,8 @@ static kn_status cpu_init(kn_backend *b) {
     return KN_OK;
 }
 
-static kn_kernel_table cpu_kernels = {.compile_fused = kn_cpu_fused_compile, .custom_prepare = kn_cpu_custom_prepare};
+static kn_kernel_table cpu_kernels = {
+    .compile_fused = kn_cpu_fused_compile, .fused_source = kn_cpu_fused_source, .custom_prepare = kn_cpu_custom_prepare};
 
 kn_backend kn_cpu_backend = {
     .name = "cpu",
