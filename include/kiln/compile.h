@@ -24,7 +24,8 @@
  * said once on stderr when a step keeps recompiling, and an error with KILN_RECOMPILE=error
  * (before the step runs when the inputs changed; after it, with its results dropped, when
  * only the structure did). An input dimension listed in dynamic_dims may change size without
- * a recompile, up to its bound. */
+ * a recompile, up to its bound. One compiled step runs at a time in a process (the trace that
+ * keys its programs is the process's). */
 #ifndef KILN_COMPILE_H
 #define KILN_COMPILE_H
 
