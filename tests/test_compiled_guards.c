@@ -1,8 +1,9 @@
 /* Compiled mode's guards (kiln/compile.h): a sequence length declared dynamic runs one program
  * at every length, compiling nothing after the first; an undeclared size change, a dtype
  * change, a size past the dynamic bound and a change in what the step records each count one
- * recompile with their reason, and KILN_RECOMPILE=error makes them errors (before the step
- * runs when an input changed); bad dynamic dims are errors. */
+ * recompile with their reason (so does the same ops wired another way), and
+ * KILN_RECOMPILE=error makes them errors (before the step runs when an input changed); bad
+ * dynamic dims are errors. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdlib.h>
@@ -142,6 +143,34 @@ static kn_status switching_step(void *ctx, kn_tensor *const *in, int n_in, kn_te
     return out[0] ? KN_OK : kn_last_status();
 }
 
+/* in0 - in1, or in1 - in0 once *ctx is set: the same ops, wired the other way. */
+static kn_status rewired_step(void *ctx, kn_tensor *const *in, int n_in, kn_tensor **out, int n_out) {
+    (void)n_in, (void)n_out;
+    bool swap = *(int *)ctx;
+    out[0] = kn_sub(in[swap], in[!swap]);
+    return out[0] ? KN_OK : kn_last_status();
+}
+
+static void test_rewiring_is_a_change_of_structure(void) {
+    kn_mode before = kn_get_mode();
+    CHECK(kn_set_mode(KN_MODE_COMPILED) == KN_OK);
+    int swap = 0;
+    kn_tensor *a = kn_ones(KN_SHAPE(3), KN_F32), *b = kn_zeros(KN_SHAPE(3), KN_F32), *y = NULL;
+    kn_compiled *p = kn_compile(rewired_step, &swap, NULL);
+    for (int k = 0; k < 3; k++) {
+        swap = k == 1;
+        CHECK(kn_compiled_run(p, (kn_tensor *[]){a, b}, 2, &y, 1) == KN_OK);
+        double v = 0;
+        kn_tensor *sum = kn_sum(y, KN_ALL_DIMS, false);
+        CHECK(kn_item(sum, &v) == KN_OK && v == (swap ? -3 : 3));
+        kn_release(sum), kn_release(y);
+    }
+    CHECK_MSG(kn_compiled_recompiles(p) == 1, "%lld recompiles", (long long)kn_compiled_recompiles(p));
+    kn_compiled_free(p);
+    kn_release(a), kn_release(b);
+    CHECK(kn_set_mode(before) == KN_OK);
+}
+
 /* Found only once recorded: the step has run (its in-place updates are made), its results are
  * dropped. */
 static void test_a_changed_structure_is_an_error_when_asked(void) {
@@ -184,6 +213,7 @@ static void test_bad_dynamic_dims(void) {
 int main(void) {
     RUN(test_a_growing_length_runs_one_program);
     RUN(test_changes_recompile_with_their_reason);
+    RUN(test_rewiring_is_a_change_of_structure);
     RUN(test_a_changed_structure_is_an_error_when_asked);
     RUN(test_bad_dynamic_dims);
     return test_summary();
