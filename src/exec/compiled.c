@@ -3,7 +3,9 @@
  * a compiled step; at the flush the window is one program: dead code goes (graph/dce.h),
  * common subexpressions merge and elementwise chains and reductions fuse across all of it
  * (fused mode's planning half, exec/fused.h), the values only the program sees are placed in
- * the stream's arena (exec/compiled.h), and the nodes launch in order. */
+ * the stream's arena (exec/compiled.h), and the nodes launch in order. A step run through
+ * kn_compiled_run is guarded: its inputs' guard (exec/compiled_guard.h) and the structural keys
+ * of the programs it records (graph/program_key.h) name its variant; a new one is a recompile. */
 #include "kiln/compile.h"
 
 #include <stdatomic.h>
@@ -97,11 +99,6 @@ struct kn_compiled {
     char name[64];
 };
 
-static bool recompile_is_error(void) {
-    const char *s = getenv("KILN_RECOMPILE");
-    return s && strcmp(s, "error") == 0;
-}
-
 kn_compiled *kn_compile(kn_step_fn fn, void *ctx, const kn_compile_options *opt) {
     if (!kn_runtime_ready()) return NULL;
     if (!fn) return kn_error_null(KN_ERR_ARG, "compile: no step function (fn is NULL)");
@@ -153,7 +150,7 @@ static kn_status note_variant(kn_compiled *p, const kn_step_guard *g, uint64_t k
     kn_recompile_reason reason = kn_step_guard_diff(guard_seen ? g : &p->last, g, why, sizeof why);
     p->recompiles++;
     kn_stat_recompile(reason);
-    if (recompile_is_error())
+    if (kn_recompile_is_error())
         return kn_error(KN_ERR_UNSUPPORTED, "compiled step %s recompiled (KILN_RECOMPILE=error): %s changed", p->name, why);
     if (p->n_variants > STORM_VARIANTS && !p->warned) {
         p->warned = true;
@@ -180,7 +177,7 @@ static kn_status run_compiled(kn_compiled *p, kn_tensor *const *inputs, int n_in
     kn_step_guard g;
     kn_status st = kn_step_guard_make(&g, inputs, n_in, p->dynamic, p->n_dynamic, p->name);
     if (st != KN_OK) return st;
-    if (p->n_variants && !seen(p, g.hash, 0, true) && recompile_is_error()) {
+    if (p->n_variants && !seen(p, g.hash, 0, true) && kn_recompile_is_error()) {
         char why[400];
         kn_step_guard_diff(&p->last, &g, why, sizeof why);
         kn_step_guard_free(&g);

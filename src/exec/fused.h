@@ -17,6 +17,10 @@ kn_status kn_fused_schedule(kn_node **nodes, kn_backend **backends, int n);
  * of the kernels the new nodes run (malloc'd; NULL when there are none). */
 int kn_fused_rewrite(kn_node **nodes, kn_backend **backends, int n, kn_status *error, char **source);
 
+/* Whether KILN_RECOMPILE=error: a recompile storm (fused mode) or any recompile of a compiled
+ * step is an error. */
+bool kn_recompile_is_error(void);
+
 /* Recompile bookkeeping for one kernel about to be built: counts a new variant of its call
  * site with the reason, warns once about a storm, and returns an error for a storm when
  * KILN_RECOMPILE=error. */

@@ -29,7 +29,7 @@ static kn_fused_memo variants; /* every variant seen, by packed IR */
 
 static unsigned bucket(const char *s) { return (unsigned)(kn_hash_bytes(KN_HASH_SEED, s, strlen(s)) % BUCKETS); }
 
-static bool storm_is_error(void) {
+bool kn_recompile_is_error(void) {
     const char *s = getenv("KILN_RECOMPILE");
     return s && strcmp(s, "error") == 0;
 }
@@ -69,7 +69,7 @@ kn_status kn_fused_note_variant(const kn_fused_ir *ir) {
                 if (s->variants >= STORM_VARIANTS) {
                     char what[128];
                     snprintf(what, sizeof what, "%s", kn_recompile_reason_name(why));
-                    if (storm_is_error())
+                    if (kn_recompile_is_error())
                         st = kn_error(KN_ERR_UNSUPPORTED,
                                       "fused: recompile storm (KILN_RECOMPILE=error): the chain [%s] compiled %d variants; "
                                       "the last changed its %s",
