@@ -18,7 +18,8 @@ typedef enum kn_status {
     KN_ERR_VIEW,        /* a view the tensor's strides cannot express */
     KN_ERR_OOM,         /* an allocation failed */
     KN_ERR_DEVICE,      /* a device is missing, or tensors live on different devices */
-    KN_ERR_UNSUPPORTED, /* the op has no kernel on this backend for this dtype */
+    KN_ERR_UNSUPPORTED, /* the op has no kernel on this backend for this dtype, or the run would do
+                           what a setting forbids (KILN_RECOMPILE=error: a recompile) */
     KN_ERR_NUMERIC,     /* debug mode: an op produced NaN or Inf from finite inputs */
     KN_ERR_IO,          /* reading or writing a file failed */
     KN_ERR_INTERNAL     /* a bug in kiln; please report it */
