@@ -38,7 +38,9 @@ KN_API bool kn_mode_parse(const char *name, kn_mode *out);
  * the op, its inputs, the element, the nn module and the calling function (README.md,
  * "Finding the first divergent op"). `backend` names a device that holds values ("cpu",
  * "cuda:1"); NULL or "" turns the shadow off. Initially $KILN_SHADOW, which also starts kiln
- * in debug mode unless $KILN_MODE says otherwise. It has no effect outside debug mode. Fails
+ * in debug mode unless $KILN_MODE says otherwise. In compiled mode each program is checked
+ * whole: its ops run again one by one, each against float64, and what the program hands out is
+ * compared with what they made. It has no effect in strict and fused mode. Fails
  * with KN_ERR_ARG for a name that is no backend, KN_ERR_DEVICE for one without values (meta)
  * or not available. */
 KN_API kn_status kn_set_shadow(const char *backend);

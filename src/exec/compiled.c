@@ -19,6 +19,7 @@
 #include "core/stats.h"
 #include "exec/compiled.h"
 #include "exec/compiled_guard.h"
+#include "exec/compiled_shadow.h"
 #include "exec/dispatch.h"
 #include "exec/fused.h"
 #include "exec/scheduler.h"
@@ -41,6 +42,10 @@ typedef struct step_trace {
 } step_trace;
 static _Atomic(step_trace *) tracing;
 
+/* Set while this thread checks a program under the shadow: its reads must not flush the window
+ * whose flush is running (the program they read has been launched). */
+static _Thread_local bool checking;
+
 static kn_status plan_and_launch(kn_node **nodes, kn_backend **backends, int n) {
     static int64_t programs; /* for the dumps' names; the window's lock is held */
     const int64_t program = programs++;
@@ -56,6 +61,8 @@ static kn_status plan_and_launch(kn_node **nodes, kn_backend **backends, int n) 
         kn_stat_add(KN_STAT_OPS_ELIMINATED, dead);
     }
     kn_compiled_dump(nodes, n, program, "1-dce", NULL);
+    kn_program_shadow *shadow; /* a failure to copy it is reported once the program has run */
+    const kn_status copied = kn_program_shadow_begin(nodes, backends, n, program, &shadow);
     kn_status st;
     const bool dumping = kn_compiled_dumping();
     char *source = NULL;
@@ -69,14 +76,20 @@ static kn_status plan_and_launch(kn_node **nodes, kn_backend **backends, int n) 
     kn_compiled_dump(nodes, n, program, "3-planned", &plan);
     for (int j = 0; j < n; j++) kn_node_launch(nodes[j]);
     if (n) kn_stat_add(KN_STAT_PROGRAMS, 1);
-    return st != KN_OK ? st : placed;
+    if (shadow) {
+        checking = true;
+        kn_status checked = kn_program_shadow_check(shadow);
+        checking = false;
+        if (st == KN_OK) st = checked;
+    }
+    return st != KN_OK ? st : copied != KN_OK ? copied : placed;
 }
 
 static kn_window window = KN_WINDOW_INIT(plan_and_launch, program_limit);
 
 static kn_status compiled_submit(kn_backend *b, kn_node *n) { return kn_window_submit(&window, b, n); }
 
-static kn_status compiled_realize(void) { return kn_window_flush(&window); }
+static kn_status compiled_realize(void) { return checking ? KN_OK : kn_window_flush(&window); }
 
 const kn_scheduler kn_compiled_scheduler = {"compiled", compiled_submit, compiled_realize, true};
 

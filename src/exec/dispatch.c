@@ -11,9 +11,11 @@
 #include "core/runtime_impl.h"
 #include "core/stats.h"
 #include "exec/autocast.h"
+#include "exec/compiled_shadow.h"
 #include "exec/interpose.h"
 #include "exec/profile.h"
 #include "exec/scheduler.h"
+#include "exec/shadow.h"
 #include "ops/custom_registry.h"
 
 static void dtype_list(uint32_t mask, char *buf, size_t size) {
@@ -210,6 +212,7 @@ static kn_status submit(kn_opctx *c, kn_mode mode) {
         kn_node_free(n);
         return KN_ERR_UNSUPPORTED;
     }
+    if (mode == KN_MODE_COMPILED && kn_program_shadow_on()) n->origin = kn_shadow_origin(); /* for the check's errors */
     return kn_scheduler_for(mode)->submit(b, n);
 }
 

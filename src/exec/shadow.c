@@ -15,6 +15,7 @@
 #include "core/runtime_impl.h"
 #include "exec/dispatch.h"
 #include "exec/interpose.h"
+#include "exec/shadow.h"
 #include "ops/custom_registry.h"
 
 static _Atomic int64_t ops_checked, ops_skipped;
@@ -44,6 +45,7 @@ typedef struct kn_shadow {
     bool pointwise;                   /* elementwise or creation: each output from its own inputs */
     double reduction;                 /* how many values each output sums over, roughly */
     char call[400];                   /* the real op's call, "gelu(f32[4, 8])", for errors */
+    char origin[600];                 /* ` at module "mlp" (MLP) called from f+0x1c` */
 } kn_shadow;
 
 /* Float dtypes from least to most precise; other dtypes rank above them all. */
@@ -130,10 +132,25 @@ static kn_status fill_reference(kn_shadow *s, const kn_node *n, kn_device device
     return KN_OK;
 }
 
+static void describe_origin(char *buf, size_t size) {
+    char site[256];
+    const char *path = kn_module_current_path();
+    kn_call_site(site, sizeof site);
+    if (path) snprintf(buf, size, " at module %s called from %s", path, site);
+    else snprintf(buf, size, " called from %s", site);
+}
+
+char *kn_shadow_origin(void) {
+    char buf[600];
+    describe_origin(buf, sizeof buf);
+    return strdup(buf);
+}
+
 /* Before n runs on b: copies its inputs, and the outputs it writes in place, to the reference
  * device (floats as f64), so the reference starts from the values n starts from. No state
- * when the shadow is off or skips n (counted). Fails only when a copy does. */
-static kn_status shadow_record(const kn_node *n, const kn_backend *b, void **state) {
+ * when the shadow is off or skips n (counted). Fails only when a copy does. origin: where n
+ * was recorded, or NULL for the op call running now. */
+static kn_status record_from(const kn_node *n, const kn_backend *b, void **state, const char *origin) {
     kn_device device;
     kn_backend *ref = kn_shadow_reference(&device);
     if (!ref) return KN_OK;
@@ -170,8 +187,14 @@ static kn_status shadow_record(const kn_node *n, const kn_backend *b, void **sta
     kn_op_describe_inputs(n, inputs, sizeof inputs);
     if (n->op != KN_OP_custom) kn_attrs_format(n->op, &n->attrs, attrs, sizeof attrs); /* a custom op's are its own */
     snprintf(s->call, sizeof s->call, "%s(%s%s%s)", kn_op_name_in(n->op, &n->attrs), inputs, *attrs ? "; " : "", attrs);
+    if (origin) snprintf(s->origin, sizeof s->origin, "%s", origin);
+    else describe_origin(s->origin, sizeof s->origin);
     *state = s;
     return KN_OK;
+}
+
+static kn_status shadow_record(const kn_node *n, const kn_backend *b, void **state) {
+    return record_from(n, b, state, NULL);
 }
 
 static kn_status run_reference(kn_shadow *s) {
@@ -232,45 +255,67 @@ static void format_index(int64_t flat, const kn_tensor *t, char *buf, size_t siz
     if (len < size) snprintf(buf + len, size - len, "]");
 }
 
-/* Compares output k of the real op with the reference's; the error names the divergence. */
-static kn_status compare_output(const kn_shadow *s, int k) {
-    kn_tensor *real = s->real[k];
-    int64_t count = kn_numel(real);
-    double *got = kn_read_f64("shadow", real), *want = got ? kn_read_f64("shadow", s->node.out[k]) : NULL;
+/* got's values against want's (same shape; want as float64), at the tolerance of `dtype` scaled
+ * by `scale`. *m the values outside it; *tol the tolerance used. */
+static kn_status find_mismatch(kn_tensor *got_t, kn_tensor *want_t, kn_dtype dtype, double scale, bool pointwise,
+                               mismatch *m, tolerance *tol) {
+    int64_t count = kn_numel(got_t);
+    double *got = kn_read_f64("shadow", got_t), *want = got ? kn_read_f64("shadow", want_t) : NULL;
     if (!want) {
         free(got);
         return kn_last_status();
     }
-    mismatch m = {0};
-    bool is_float = kn_dtype_is_float(real->dtype);
-    kn_dtype tol_dtype = precision(s->least) < precision(real->dtype) ? s->least : real->dtype;
-    tolerance tol = is_float ? tolerances[tol_dtype] : (tolerance){0, 0, 0};
-    double scale = sqrt(s->reduction);
-    if (is_float) compare_floats(got, want, count, real->dtype, tol, scale, s->pointwise, &m);
+    *m = (mismatch){0};
+    bool is_float = kn_dtype_is_float(got_t->dtype);
+    *tol = is_float ? tolerances[dtype] : (tolerance){0, 0, 0};
+    if (is_float) compare_floats(got, want, count, got_t->dtype, *tol, scale, pointwise, m);
     else
         for (int64_t i = 0; i < count; i++)
-            if (got[i] != want[i]) note(&m, i, got[i], want[i], fabs(got[i] - want[i]));
+            if (got[i] != want[i]) note(m, i, got[i], want[i], fabs(got[i] - want[i]));
     free(got);
     free(want);
-    if (!m.count) return KN_OK;
+    return KN_OK;
+}
 
-    char module[320] = "", site[256], index[160], scaled[96] = "";
-    const char *path = kn_module_current_path();
-    if (path) snprintf(module, sizeof module, " at module %s", path);
-    kn_call_site(site, sizeof site);
-    format_index(m.index, real, index, sizeof index);
-    if (!is_float)
-        return kn_error(KN_ERR_NUMERIC,
-                        "shadow: first divergent op: %s%s called from %s: output %d (%s) differs at index %s "
-                        "(got %.0f, want %.0f; %lld of %lld values differ)",
-                        s->call, module, site, k, kn_dtype_name(real->dtype), index, m.got, m.want,
-                        (long long)m.count, (long long)count);
+/* "max abs error 1.0e-02 at index [1, 5] (got 0.5, want 0.49; f32 tolerance rtol 0.0001 atol
+ * 1e-05; 1 of 64 values outside)", or for integers and bool the values that differ. */
+static void describe_mismatch(const mismatch *m, const kn_tensor *t, kn_dtype tol_dtype, tolerance tol,
+                              const char *scaled, char *buf, size_t size) {
+    char index[160];
+    format_index(m->index, t, index, sizeof index);
+    long long count = (long long)kn_numel(t);
+    if (!kn_dtype_is_float(t->dtype))
+        snprintf(buf, size, "(%s) differs at index %s (got %.0f, want %.0f; %lld of %lld values differ)",
+                 kn_dtype_name(t->dtype), index, m->got, m->want, (long long)m->count, count);
+    else
+        snprintf(buf, size, "max abs error %.1e at index %s (got %.6g, want %.6g; %s tolerance rtol %g atol %g%s; "
+                 "%lld of %lld values outside)", m->err, index, m->got, m->want, kn_dtype_name(tol_dtype), tol.rtol,
+                 tol.atol, scaled, (long long)m->count, count);
+}
+
+/* Compares output k of the real op with the reference's; the error names the divergence. */
+static kn_status compare_output(const kn_shadow *s, int k) {
+    kn_tensor *real = s->real[k];
+    kn_dtype tol_dtype = precision(s->least) < precision(real->dtype) ? s->least : real->dtype;
+    double scale = sqrt(s->reduction);
+    mismatch m;
+    tolerance tol;
+    kn_status st = find_mismatch(real, s->node.out[k], tol_dtype, scale, s->pointwise, &m, &tol);
+    if (st != KN_OK || !m.count) return st;
+    char scaled[96] = "", what[600];
     if (scale > 1) snprintf(scaled, sizeof scaled, ", x%.3g for a reduction over %.0f values", scale, s->reduction);
-    return kn_error(KN_ERR_NUMERIC,
-                    "shadow: first divergent op: %s%s called from %s: output %d max abs error %.1e at index %s "
-                    "(got %.6g, want %.6g; %s tolerance rtol %g atol %g%s; %lld of %lld values outside)",
-                    s->call, module, site, k, m.err, index, m.got, m.want, kn_dtype_name(tol_dtype), tol.rtol,
-                    tol.atol, scaled, (long long)m.count, (long long)count);
+    describe_mismatch(&m, real, tol_dtype, tol, scaled, what, sizeof what);
+    return kn_error(KN_ERR_NUMERIC, "shadow: first divergent op: %s%s: output %d %s", s->call, s->origin, k, what);
+}
+
+kn_status kn_shadow_compare(kn_tensor *got, kn_tensor *want, const char *what) {
+    mismatch m;
+    tolerance tol;
+    kn_status st = find_mismatch(got, want, got->dtype, 1, false, &m, &tol);
+    if (st != KN_OK || !m.count) return st;
+    char text[600];
+    describe_mismatch(&m, got, got->dtype, tol, "", text, sizeof text);
+    return kn_error(KN_ERR_NUMERIC, "shadow: %s: %s", what, text);
 }
 
 /* After n ran with status `real`: the reference runs and every output of n is compared with
@@ -287,6 +332,21 @@ static kn_status shadow_done(void *state, kn_status real, kn_tensor *const *outs
     }
     shadow_free(s);
     return st;
+}
+
+kn_status kn_shadow_run_node(kn_node *n, kn_backend *b, const char *origin) {
+    void *state = NULL;
+    kn_status st = record_from(n, b, &state, origin);
+    if (st != KN_OK) return st;
+    st = kn_node_execute(b, n);
+    if (st != KN_OK) {
+        char msg[640], inputs[320];
+        snprintf(msg, sizeof msg, "%s", kn_last_error());
+        kn_op_describe_inputs(n, inputs, sizeof inputs);
+        st = kn_error(st, "%s (running %s(%s) one by one%s)", msg, kn_op_name_in(n->op, &n->attrs), inputs,
+                      origin ? origin : "");
+    }
+    return state ? shadow_done(state, st, NULL, 0) : st;
 }
 
 void kn_shadow_counts(int64_t *checked, int64_t *skipped) {

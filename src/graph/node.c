@@ -35,6 +35,7 @@ void kn_node_free(kn_node *n) {
     for (int i = 0; i < n->n_out; i++) kn_tensor_decref(n->out[i]);
     if (n->in != n->in_inline) free(n->in);
     free(n->aux);
+    free(n->origin);
     kn_recycler_put(&nodes, n);
 }
 

@@ -23,6 +23,8 @@ typedef struct kn_node {
     uint64_t rng_seed, rng_offset;      /* KN_OPF_RANDOM ops: the generator state they draw from */
     uint8_t fresh_out;                  /* bit i: out[i] was made for this op (else written in place) */
     void *aux;                          /* malloc'd launch data of a generated kernel (freed with the node) */
+    char *origin;                       /* malloc'd: where it was recorded, kept only for a later check
+                                         * (the shadow on a compiled program, exec/compiled_shadow.h) */
     struct kn_stream *stream;           /* where it runs: its device's current stream when recorded */
     kn_task task;                       /* how exec hands it to the stream (exec/dispatch.c) */
     kn_tensor *in_inline[KN_NODE_MAX_IN];
