@@ -137,38 +137,93 @@ static void test_reduction_nan(void) {
     kn_scope_pop();
 }
 
-/* A softmax written by hand: each reduction takes the elementwise work after it, which reads
- * the row's reduced value broadcast back (two kernels instead of five). Long rows too. */
-static kn_tensor *softmax_by_hand(kn_tensor *x) {
+/* A softmax and a LayerNorm written by hand: one kernel each, a pass over each row per
+ * reduction and one more for what follows, the row values (amax, sum; mean, variance, and the
+ * row ops `var + eps` and `rsqrt` on them) read broadcast back. Short rows, rows over several
+ * dims and rows longer than a chunk; f32 and f64. */
+static kn_tensor *softmax_by_hand(kn_tensor *const *in) {
+    kn_tensor *x = in[0];
     kn_tensor *e = kn_exp(kn_sub(x, kn_amax(x, KN_DIMS(-1), true)));
     return kn_div(e, kn_sum(e, KN_DIMS(-1), true));
 }
 
-static void test_reduction_epilogues(void) {
+static kn_tensor *layer_norm_by_hand(kn_tensor *const *in) {
+    kn_tensor *x = in[0];
+    kn_tensor *d = kn_sub(x, kn_mean(x, KN_DIMS(-1), true));
+    kn_tensor *var = kn_mean(kn_mul(d, d), KN_DIMS(-1), true);
+    kn_tensor *y = kn_mul(d, kn_rsqrt(kn_add_scalar(var, 1e-5)));
+    return kn_add(kn_mul(y, in[1]), in[2]);
+}
+
+/* Both rows of a [.., 4, C] block: mean and max over the last two dims, combined. */
+static kn_tensor *two_dim_rows(kn_tensor *const *in) {
+    kn_tensor *x = in[0];
+    kn_tensor *c = kn_sub(x, kn_mean(x, KN_DIMS(-2, -1), true));
+    return kn_div(c, kn_add_scalar(kn_amax(kn_abs(c), KN_DIMS(-2, -1), true), 1.0));
+}
+
+static void test_reductions_by_hand_are_one_kernel(void) {
     const kn_shape shapes[] = {KN_SHAPE(6, 10, 33), KN_SHAPE(2, 40000)};
-    for (int si = 0; si < 2; si++) {
-        kn_scope_push();
-        kn_tensor *x = rand_tensor(shapes[si], KN_F32, -3, 3);
-        kn_tensor *r[2];
-        int64_t kernels = 0;
-        for (int m = 0; m < 2; m++) {
-            kn_set_mode(m ? KN_MODE_FUSED : KN_MODE_STRICT);
-            kn_stats before = stats_now();
-            kn_scope_push();
-            r[m] = kn_keep(softmax_by_hand(x));
-            kn_scope_pop();
-            kn_stats after = stats_now();
-            kernels = after.kernels_launched - before.kernels_launched;
-        }
-        kn_set_mode(KN_MODE_STRICT);
-        CHECK_MSG(kernels == 2, "softmax by hand, shape %d: %lld kernels, want 2", si, (long long)kernels);
-        double *want = read_f64(r[0]);
-        if (want) CHECK_CLOSE(r[1], want, tol_for(KN_F32), "softmax by hand");
-        free(want);
-        kn_release(r[0]);
-        kn_release(r[1]);
-        kn_scope_pop();
+    const struct { const char *what; block_fn f; } blocks[] = {
+        {"softmax by hand", softmax_by_hand}, {"layer norm by hand", layer_norm_by_hand}, {"two-dim rows", two_dim_rows}};
+    const kn_dtype dts[] = {KN_F32, KN_F64};
+    for (int di = 0; di < 2; di++)
+        for (int si = 0; si < 2; si++)
+            for (int bi = 0; bi < 3; bi++) {
+                kn_scope_push();
+                int64_t c = shapes[si].v[shapes[si].n - 1];
+                kn_tensor *in[3] = {rand_tensor(shapes[si], dts[di], -3, 3), rand_tensor(KN_SHAPE(c), dts[di], 0.5, 2),
+                                    rand_tensor(KN_SHAPE(c), dts[di], -1, 1)};
+                kn_tensor *r[2];
+                int64_t kernels = 0, fused = 0;
+                for (int m = 0; m < 2; m++) {
+                    kn_set_mode(m ? KN_MODE_FUSED : KN_MODE_STRICT);
+                    kn_stats before = stats_now();
+                    kn_scope_push();
+                    r[m] = kn_keep(blocks[bi].f(in));
+                    kn_scope_pop();
+                    kn_stats after = stats_now();
+                    kernels = after.kernels_launched - before.kernels_launched;
+                    fused = after.fused_kernels - before.fused_kernels;
+                }
+                kn_set_mode(KN_MODE_STRICT);
+                CHECK_MSG(kernels == 1 && fused == 1, "%s, %s, shape %d: %lld kernels (%lld fused), want one fused",
+                          blocks[bi].what, kn_dtype_name(dts[di]), si, (long long)kernels, (long long)fused);
+                double *want = read_f64(r[0]);
+                tolerance tol = tol_for(dts[di]);
+                tol.rtol *= 10; /* sums of up to 40k terms in another order */
+                if (want) CHECK_CLOSE(r[1], want, tol, blocks[bi].what);
+                free(want);
+                kn_release(r[0]);
+                kn_release(r[1]);
+                kn_scope_pop();
+            }
+}
+
+/* A row value someone still holds is kept; a row value read other than broadcast back, or a
+ * reduction over other rows, ends the kernel, and the values stay strict mode's. */
+static kn_tensor *held_row_value(kn_tensor *const *in) {
+    kn_tensor *x = in[0];
+    kn_tensor *m = kn_amax(x, KN_DIMS(-1), true);
+    kn_tensor *y = kn_exp(kn_sub(x, m));
+    kn_tensor *s = kn_sum(y, KN_DIMS(-1), true);
+    kn_tensor *other_rows = kn_sum(y, KN_DIMS(-2, -1), true); /* not the same rows: a kernel of its own */
+    return kn_add(kn_add(kn_div(y, s), m), other_rows);
+}
+
+static void test_row_values_held_or_read_otherwise(void) {
+    kn_scope_push();
+    kn_tensor *in[1] = {rand_tensor(KN_SHAPE(5, 7, 9), KN_F32, -2, 2)};
+    kn_tensor *r[2];
+    for (int m = 0; m < 2; m++) {
+        kn_set_mode(m ? KN_MODE_FUSED : KN_MODE_STRICT);
+        r[m] = held_row_value(in);
     }
+    kn_set_mode(KN_MODE_STRICT);
+    double *want = read_f64(r[0]);
+    if (want) CHECK_CLOSE(r[1], want, tol_for(KN_F32), "held row value");
+    free(want);
+    kn_scope_pop();
 }
 
 /* amax(x + y, -1, keepdim) * w: the epilogue brings an input of its own (w), after the
@@ -411,7 +466,8 @@ int main(void) {
     RUN(test_reduction_prologues);
     RUN(test_reduction_nan);
     RUN(test_reduction_edges);
-    RUN(test_reduction_epilogues);
+    RUN(test_reductions_by_hand_are_one_kernel);
+    RUN(test_row_values_held_or_read_otherwise);
     RUN(test_epilogue_brings_an_input);
     RUN(test_layer_norm_is_one_kernel);
     RUN(test_held_intermediates_are_stored);

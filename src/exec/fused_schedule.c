@@ -56,24 +56,30 @@ static int input_value(group *g, kn_tensor *t) {
     return g->ir.n_in++;
 }
 
-static bool reduces(const group *g) { return g->ir.reduce_op != KN_OP_COUNT; }
+static bool reduces(const group *g) { return g->ir.n_rows > 0; }
 
-/* The node of step j: the reduction node sits between the prologue and the epilogue. */
+/* The node of step j: row values' nodes sit between the steps. */
 static kn_node *step_node(const group *g, kn_node *const *nodes, int j) {
-    return nodes[g->first + j + (reduces(g) && j >= g->ir.n_pro)];
+    int before = 0;
+    while (before < g->ir.n_rows && g->ir.rows[before].after <= j) before++;
+    return nodes[g->first + j + before];
 }
 
-/* Values the kernel must store: the steps' escaping values and a reduction's result. */
+/* The node of row value e. */
+static kn_node *row_node(const group *g, kn_node *const *nodes, int e) {
+    return nodes[g->first + g->ir.rows[e].after + e];
+}
+
+/* Values the kernel must store: the steps' escaping values and every row value. */
 static int stored_count(const group *g, kn_node *const *nodes) {
-    int stored = reduces(g);
+    int stored = g->ir.n_rows;
     for (int j = 0; j < g->ir.n_steps; j++) stored += kn_value_escapes(nodes, g->first, g->count, step_node(g, nodes, j)->out[0]);
     return stored;
 }
 
-/* Whether t is the group's reduced value broadcast back over the reduced (trailing) dims:
- * what `x - amax(x, -1, keepdim)` reads. */
-static bool is_reduced_broadcast(const group *g, kn_node *const *nodes, const kn_tensor *t) {
-    const kn_tensor *r = nodes[g->first + g->ir.n_pro]->out[0];
+/* Whether t is row value r broadcast back over the row (trailing dims): what
+ * `x - amax(x, -1, keepdim)` reads. */
+static bool is_row_broadcast(const kn_tensor *r, const kn_tensor *t) {
     if (t->storage != r->storage || t->offset != r->offset || t->dtype != r->dtype) return false;
     int64_t row = kn_numel(t) / kn_numel(r), run = 1, expect = 1;
     int kept = t->ndim;
@@ -109,12 +115,14 @@ static bool try_add(group *g, kn_node *const *nodes, int j) {
             }
             v = -2 - js; /* step js's value, numbered once the inputs are final (finish) */
         }
-        if (v == -1 && reduces(g) && t->storage == nodes[g->first + g->ir.n_pro]->out[0]->storage) {
-            if (!is_reduced_broadcast(g, nodes, t)) { /* the reduced value read some other way */
+        for (int e = 0; e < g->ir.n_rows && v == -1; e++) {
+            const kn_tensor *r = row_node(g, nodes, e)->out[0];
+            if (t->storage != r->storage) continue;
+            if (!is_row_broadcast(r, t)) { /* a row value read some other way */
                 *g = save;
                 return false;
             }
-            v = KN_FUSED_REDUCED;
+            v = KN_FUSED_REDUCED + e;
         }
         if (v == -1) v = input_value(g, t);
         if (v == -1) {
@@ -124,7 +132,6 @@ static bool try_add(group *g, kn_node *const *nodes, int j) {
         s->arg[a] = v;
     }
     g->ir.n_steps++;
-    if (!reduces(g)) g->ir.n_pro = g->ir.n_steps;
     g->count++;
     /* values still visible outside are stored: at most KN_FUSED_MAX_OUTPUTS of them */
     if (stored_count(g, nodes) > KN_FUSED_MAX_OUTPUTS) {
@@ -135,36 +142,68 @@ static bool try_add(group *g, kn_node *const *nodes, int j) {
 }
 
 /* Whether nodes[j] reduces a value of g, or a tensor made before, over trailing dims in a way
- * the generator knows (sum, mean, amax, amin of f32/f64); if so it closes g as its reduction. */
-static bool try_close_with_reduction(group *g, kn_node *const *nodes, const kn_backend *b, int j) {
+ * the generator knows (sum, mean, amax, amin of f32/f64), over the same rows as g's earlier
+ * reductions; if so it becomes g's next row value. */
+static bool try_add_reduction(group *g, kn_node *const *nodes, int j) {
     kn_node *n = nodes[j];
-    if (!b->kernels->compile_fused) return false;
-    if (n->op != KN_OP_sum && n->op != KN_OP_mean && n->op != KN_OP_amax && n->op != KN_OP_amin) return false;
     kn_tensor *x = n->in[0];
-    if (n->n_in != 1 || n->n_out != 1 || !(n->fresh_out & 1) || (x->dtype != KN_F32 && x->dtype != KN_F64) ||
-        n->out[0]->dtype != x->dtype || kn_numel(x) == 0) /* an empty sum is the prebuilt kernel's */
+    if (!kn_fused_reduces(n->op) || n->n_in != 1 || n->n_out != 1 || !(n->fresh_out & 1) ||
+        (x->dtype != KN_F32 && x->dtype != KN_F64) || n->out[0]->dtype != x->dtype ||
+        kn_numel(x) == 0) /* an empty sum is the prebuilt kernel's */
         return false;
     kn_shape dims = KN_ATTRS(n, reduce)->dims; /* sorted; trailing means x's last dims.n dims */
     for (int k = 0; k < dims.n; k++)
         if (dims.v[k] != x->ndim - dims.n + k) return false;
-    group save = *g;
+    if (reduces(g)) { /* the same rows as the first reduction's */
+        const kn_node *first = row_node(g, nodes, 0);
+        if (!same_shape(x, g->space) || KN_ATTRS(first, reduce)->dims.n != dims.n) return false;
+    }
     int v = -1;
     /* a step's value, numbered once the inputs are final (finish): an epilogue may add inputs */
     for (int js = 0; js < g->ir.n_steps && v == -1; js++)
         if (kn_tensor_same_view(step_node(g, nodes, js)->out[0], x)) v = -2 - js;
-    if (v == -1 && g->count) return false; /* it reduces something else: the chain ends here */
-    if (v == -1) v = input_value(g, x);        /* alone: a generated reduction of a tensor made before */
+    if (v == -1 && g->count && !reduces(g)) return false; /* it reduces something else: the chain ends here */
+    if (v == -1) v = input_value(g, x); /* a tensor made before, read with the group's geometry */
     if (v == -1) return false;
     if (!g->count) g->space = x;
-    g->count++; /* the reduction is the group's node after the prologue */
-    g->ir.reduce_op = n->op;
-    g->ir.n_pro = g->ir.n_steps;
+    g->ir.rows[g->ir.n_rows++] = (struct kn_fused_row){.op = n->op, .n_arg = 1, .arg = {v}, .dtype = x->dtype,
+                                                       .after = g->ir.n_steps};
+    g->count++;
+    return true;
+}
+
+/* Whether nodes[j] is elementwise over g's row values alone (`var + eps`, then `rsqrt` in a
+ * hand-written LayerNorm), f32 or f64; if so it becomes g's next row value. */
+static bool try_add_row_op(group *g, kn_node *const *nodes, const kn_backend *b, int j) {
+    kn_node *n = nodes[j];
+    const kn_op_def *def = &kn_op_table[n->op];
+    kn_dtype d = n->out[0]->dtype;
+    if (!reduces(g) || !b->kernels->compile_fused || def->kind != KN_KIND_ELEMENTWISE || !def->expr ||
+        (def->flags & KN_OPF_RANDOM) || n->op == KN_OP_copy || n->n_out != 1 || !(n->fresh_out & 1) || n->n_in < 1 ||
+        n->n_in > 3 || (d != KN_F32 && d != KN_F64))
+        return false;
+    struct kn_fused_row w = {.op = n->op, .n_arg = n->n_in, .dtype = d, .after = g->ir.n_steps};
+    for (int a = 0; a < n->n_in; a++) {
+        int found = -1;
+        for (int e = 0; e < g->ir.n_rows && found < 0; e++)
+            if (kn_tensor_same_view(row_node(g, nodes, e)->out[0], n->in[a])) found = e;
+        if (found < 0 || n->in[a]->dtype != d || !same_shape(n->in[a], n->out[0])) return false;
+        w.arg[a] = found;
+    }
+    g->ir.rows[g->ir.n_rows++] = w;
+    g->count++;
+    return true;
+}
+
+/* Tries to add nodes[j] as g's next row value (a reduction or a row op), within the limits. */
+static bool try_add_row(group *g, kn_node *const *nodes, const kn_backend *b, int j) {
+    if (!b->kernels->compile_fused || g->ir.n_rows == KN_FUSED_MAX_ROWS) return false;
+    group save = *g;
+    if (!try_add_reduction(g, nodes, j) && !try_add_row_op(g, nodes, b, j)) return false;
     if (stored_count(g, nodes) > KN_FUSED_MAX_OUTPUTS) {
         *g = save;
         return false;
     }
-    g->ir.reduce_arg = v;
-    g->ir.reduce_dtype = x->dtype;
     return true;
 }
 
@@ -174,7 +213,8 @@ static bool finish(group *g, kn_node *const *nodes, kn_fused_launch *L) {
     for (int j = 0; j < ir->n_steps; j++)
         for (int a = 0; a < ir->steps[j].n_arg; a++)
             if (ir->steps[j].arg[a] <= -2) ir->steps[j].arg[a] = ir->n_in + (-2 - ir->steps[j].arg[a]);
-    if (ir->reduce_op != KN_OP_COUNT && ir->reduce_arg <= -2) ir->reduce_arg = ir->n_in + (-2 - ir->reduce_arg);
+    for (int e = 0; e < ir->n_rows; e++)
+        if (kn_fused_reduces(ir->rows[e].op) && ir->rows[e].arg[0] <= -2) ir->rows[e].arg[0] = ir->n_in + (-2 - ir->rows[e].arg[0]);
     ir->n_out = 0;
     for (int j = 0; j < ir->n_steps; j++) {
         kn_tensor *t = step_node(g, nodes, j)->out[0];
@@ -183,18 +223,23 @@ static bool finish(group *g, kn_node *const *nodes, kn_fused_launch *L) {
         ir->steps[j].output = ir->n_out;
         g->outputs[ir->n_out++] = t;
     }
-    if (!ir->n_out && ir->reduce_op == KN_OP_COUNT) return false; /* nothing to store */
+    if (!ir->n_out && !ir->n_rows) return false; /* nothing to store */
     kn_tensor *operands[KN_FUSED_MAX_OPERANDS];
     for (int k = 0; k < ir->n_out; k++) operands[k] = g->outputs[k];
     for (int i = 0; i < ir->n_in; i++) operands[ir->n_out + i] = g->inputs[i];
     kn_fused_geometry(ir, L, operands, ir->n_out + ir->n_in);
     L->n_steps = ir->n_steps;
     L->n_out = ir->n_out;
+    L->n_rows = ir->n_rows;
     L->row = 0;
     if (reduces(g)) {
-        const kn_node *r = nodes[g->first + ir->n_pro];
+        const kn_node *r = row_node(g, nodes, 0);
         L->row = kn_numel(r->in[0]) / kn_numel(r->out[0]);
-        g->outputs[ir->n_out] = r->out[0];
+    }
+    for (int e = 0; e < ir->n_rows; e++) {
+        const kn_node *r = row_node(g, nodes, e);
+        g->outputs[ir->n_out + e] = r->out[0];
+        kn_op_scalars(r->op, &r->attrs, &L->attrs[2 * (KN_FUSED_MAX_STEPS + e)]);
     }
     for (int j = 0; j < ir->n_steps; j++) {
         const kn_node *n = step_node(g, nodes, j);
@@ -223,7 +268,7 @@ static kn_node *group_node(group *g, kn_node *const *nodes, kn_fused_launch *L) 
     f->aux = L;
     f->stream = nodes[g->first]->stream;
     for (int i = 0; i < g->ir.n_in; i++) f->in[i] = kn_tensor_incref(g->inputs[i]);
-    f->n_out = g->ir.n_out + (g->ir.reduce_op != KN_OP_COUNT);
+    f->n_out = g->ir.n_out + g->ir.n_rows;
     for (int k = 0; k < f->n_out; k++) f->out[k] = kn_tensor_incref(g->outputs[k]);
     f->fresh_out = (uint8_t)((1u << f->n_out) - 1);
     for (int j = 0; j < g->count; j++) kn_node_free(nodes[g->first + j]);
@@ -289,13 +334,12 @@ int kn_fused_rewrite(kn_node **nodes, kn_backend **backends, int n, kn_status *e
             group *g = &groups[n_groups];
             memset(g, 0, sizeof *g);
             g->first = i;
-            g->ir.reduce_op = KN_OP_COUNT;
-            while (i < n && backends[i] == backends[g->first] && fusable(nodes[i], backends[i]) && try_add(g, nodes, i)) i++;
-            if (i < n && (!g->count || backends[i] == backends[g->first]) && try_close_with_reduction(g, nodes, backends[i], i)) {
-                i++;
+            for (;;) { /* steps, then row values and the steps after them */
                 while (i < n && backends[i] == backends[g->first] && fusable(nodes[i], backends[i]) && try_add(g, nodes, i)) i++;
+                if (i < n && (!g->count || backends[i] == backends[g->first]) && try_add_row(g, nodes, backends[i], i)) i++;
+                else break;
             }
-            if (g->count < 2 && g->ir.reduce_op == KN_OP_COUNT) { /* a lone elementwise op keeps its prebuilt kernel */
+            if (g->count < 2 && !reduces(g)) { /* a lone elementwise op keeps its prebuilt kernel */
                 i = g->first + 1;
                 continue;
             }

@@ -49,17 +49,26 @@ void kn_fused_geometry(kn_fused_ir *ir, kn_fused_launch *L, kn_tensor *const *op
     }
 }
 
+/* " sum(v3)->r0", " add_scalar(r1)->r2": row value e, where it comes. */
+static size_t row_text(const kn_fused_ir *ir, int e, char *buf, size_t size) {
+    const struct kn_fused_row *w = &ir->rows[e];
+    size_t len = (size_t)snprintf(buf, size, " %s(", kn_op_name(w->op));
+    for (int a = 0; a < w->n_arg && len < size; a++)
+        len += (size_t)snprintf(buf + len, size - len, kn_fused_reduces(w->op) ? "%s%d" : "%sr%d", a ? "," : "", w->arg[a]);
+    if (len < size) len += (size_t)snprintf(buf + len, size - len, ")->r%d", e);
+    return len;
+}
+
 void kn_fused_signature(const kn_fused_ir *ir, char *buf, size_t size) {
     size_t len = (size_t)snprintf(buf, size, "in%d out%d:", ir->n_in, ir->n_out);
-    bool reduces = ir->reduce_op != KN_OP_COUNT;
+    int e = 0;
     for (int j = 0; j <= ir->n_steps && len < size; j++) {
-        if (reduces && j == ir->n_pro)
-            len += (size_t)snprintf(buf + len, size - len, " %s(%d)", kn_op_name(ir->reduce_op), ir->reduce_arg);
+        for (; e < ir->n_rows && ir->rows[e].after == j && len < size; e++) len += row_text(ir, e, buf + len, size - len);
         if (j == ir->n_steps || len >= size) break;
         const kn_fused_step *s = &ir->steps[j];
         len += (size_t)snprintf(buf + len, size - len, " %s(", kn_op_name(s->op));
         for (int a = 0; a < s->n_arg && len < size; a++)
-            len += s->arg[a] == KN_FUSED_REDUCED ? (size_t)snprintf(buf + len, size - len, a ? ",r" : "r")
+            len += s->arg[a] >= KN_FUSED_REDUCED ? (size_t)snprintf(buf + len, size - len, "%sr%d", a ? "," : "", s->arg[a] - KN_FUSED_REDUCED)
                                                  : (size_t)snprintf(buf + len, size - len, a ? ",%d" : "%d", s->arg[a]);
         if (len < size) len += (size_t)snprintf(buf + len, size - len, ")->%d", s->output);
     }
@@ -72,6 +81,8 @@ static size_t dtypes_text(const kn_fused_ir *ir, char *buf, size_t size) {
     for (int j = 0; j < ir->n_steps && len < size; j++)
         len += (size_t)snprintf(buf + len, size - len, " %s>%s", kn_dtype_name(ir->steps[j].in_dtype),
                                 kn_dtype_name(ir->steps[j].out_dtype));
+    for (int e = 0; e < ir->n_rows && len < size; e++)
+        len += (size_t)snprintf(buf + len, size - len, " r%s", kn_dtype_name(ir->rows[e].dtype));
     return len;
 }
 
@@ -103,10 +114,13 @@ kn_recompile_reason kn_fused_diff(const kn_fused_ir *a, const kn_fused_ir *b) {
 
 int kn_fused_key(const kn_fused_ir *ir, int32_t *key) {
     int n = 0;
-    const bool reduces = ir->reduce_op != KN_OP_COUNT;
-    key[n++] = ir->n_in, key[n++] = ir->n_out, key[n++] = ir->n_steps, key[n++] = ir->rank;
-    key[n++] = (int32_t)ir->reduce_op, key[n++] = reduces ? ir->reduce_arg : 0;
-    key[n++] = reduces ? (int32_t)ir->reduce_dtype : 0, key[n++] = reduces ? ir->n_pro : 0;
+    key[n++] = ir->n_in, key[n++] = ir->n_out, key[n++] = ir->n_steps, key[n++] = ir->rank, key[n++] = ir->n_rows;
+    for (int e = 0; e < ir->n_rows; e++) {
+        const struct kn_fused_row *w = &ir->rows[e];
+        key[n++] = (int32_t)w->op, key[n++] = w->n_arg;
+        for (int a = 0; a < 3; a++) key[n++] = a < w->n_arg ? w->arg[a] : 0;
+        key[n++] = (int32_t)w->dtype, key[n++] = w->after;
+    }
     for (int i = 0; i < ir->n_in; i++) key[n++] = (int32_t)ir->in_dtype[i];
     for (int j = 0; j < ir->n_steps; j++) {
         const kn_fused_step *s = &ir->steps[j];

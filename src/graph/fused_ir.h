@@ -1,10 +1,13 @@
 /* The kernel IR of fused mode: one generated kernel = a chain of elementwise steps over one
- * iteration space, optionally closed by a reduction of one of its values over trailing dims
- * (the chain is then the reduction's prologue, never written unless something else reads it). The scheduler (exec/fused_schedule.c) builds it from recorded nodes; a
- * backend's code generator turns it into source (backends/cpu/codegen.c). Everything that
- * selects the generated code is in the IR (ops, wiring, dtypes, which values are stored, and
- * the geometry *pattern*); sizes, strides and attribute values are launch arguments, so a
- * sequence length that grows by one each step reuses the same kernel. */
+ * iteration space, optionally with values per row of it (reductions of chain values over
+ * trailing dims, and elementwise ops of those): a hand-written softmax or LayerNorm is one
+ * kernel, its chain run over each row once per reduction and once more for what follows the
+ * last (a value inside is never written unless something else reads it). The scheduler
+ * (exec/fused_schedule.c) builds it from recorded nodes; a backend's code generator turns it
+ * into source (backends/cpu/codegen.c). Everything that selects the generated code is in the
+ * IR (ops, wiring, dtypes, which values are stored, and the geometry *pattern*); sizes,
+ * strides and attribute values are launch arguments, so a sequence length that grows by one
+ * each step reuses the same kernel. */
 #ifndef KILN_GRAPH_FUSED_IR_H
 #define KILN_GRAPH_FUSED_IR_H
 
@@ -17,11 +20,12 @@
 
 #define KN_FUSED_MAX_STEPS 48
 #define KN_FUSED_MAX_INPUTS 24
-#define KN_FUSED_MAX_OUTPUTS KN_NODE_MAX_OUT
+#define KN_FUSED_MAX_OUTPUTS KN_NODE_MAX_OUT /* stored steps and row values together */
 #define KN_FUSED_MAX_OPERANDS (KN_FUSED_MAX_INPUTS + KN_FUSED_MAX_OUTPUTS)
+#define KN_FUSED_MAX_ROWS 6
 
-/* Values are numbered inputs first (0..n_in-1), then step results (n_in + j); an epilogue
- * step reads its row's reduced value as KN_FUSED_REDUCED. */
+/* Values are numbered inputs first (0..n_in-1), then step results (n_in + j); a step reads
+ * row value e (broadcast back over the row) as KN_FUSED_REDUCED + e. */
 #define KN_FUSED_REDUCED 9999
 typedef struct kn_fused_step {
     kn_op_id op;
@@ -48,15 +52,18 @@ typedef struct kn_fused_ir {
     int rank;
     unsigned char inner[KN_FUSED_MAX_OPERANDS];
     unsigned outer_zero[KN_FUSED_MAX_OPERANDS];
-    /* The closing reduction (sum, mean, amax or amin of value reduce_arg over each run of
-     * `row` consecutive elements, stored contiguously after the other operands), or
-     * KN_OP_COUNT when there is none. */
-    kn_op_id reduce_op;
-    int reduce_arg;
-    kn_dtype reduce_dtype;
-    /* Steps [0, n_pro) are the reduction's prologue; steps [n_pro, n_steps) its epilogue,
-     * run over each row again once the row's reduced value is known. */
-    int n_pro;
+    /* Values per row (each run of `row` consecutive elements), computed in order, each stored
+     * (one value a row, contiguously, after the other operands). A reduction (sum, mean, amax,
+     * amin) folds chain value arg[0] over the row; any other op is elementwise over earlier row
+     * values arg[0..n_arg) (indices into rows) with its attributes. Steps [0, after) come before
+     * it; steps from `after` on may read it. */
+    int n_rows;
+    struct kn_fused_row {
+        kn_op_id op;
+        int n_arg, arg[3];
+        kn_dtype dtype; /* f32 or f64: the reduced value's, or a row op's inputs' and output's */
+        int after;
+    } rows[KN_FUSED_MAX_ROWS];
 } kn_fused_ir;
 
 /* The thread pool as a generated kernel sees it (core/thread_pool.h's kn_parallel_chunks and
@@ -76,13 +83,26 @@ typedef int (*kn_fused_fn)(char *const *base, const int64_t *size, const int64_t
 
 typedef struct kn_fused_launch {
     kn_fused_fn fn;
-    int rank, n_steps, n_out; /* n_out: stored chain values (the reduction's result comes after the inputs) */
-    int64_t numel, row;        /* row: elements per reduced value (0 without a reduction) */
+    int rank, n_steps, n_out; /* n_out: stored chain values (row values come after the inputs) */
+    int n_rows;
+    int64_t numel, row;        /* row: elements per row value (0 without them) */
     int64_t size[KN_MAX_DIMS];
     int64_t stride[KN_FUSED_MAX_OPERANDS * KN_MAX_DIMS]; /* operand-major, elements */
-    double attrs[2 * KN_FUSED_MAX_STEPS];               /* each step's a, b */
+    double attrs[2 * (KN_FUSED_MAX_STEPS + KN_FUSED_MAX_ROWS)]; /* each step's a, b, then each row op's */
     char desc[96];                                        /* "add+gelu", for messages */
 } kn_fused_launch;
+
+/* Whether op, as a row value, is a reduction (sum, mean, amax, amin) rather than a row op. */
+static inline bool kn_fused_reduces(kn_op_id op) {
+    return op == KN_OP_sum || op == KN_OP_mean || op == KN_OP_amax || op == KN_OP_amin;
+}
+/* The steps before the last reduction (run once per reduction); those after it run once more. */
+static inline int kn_fused_epilogue_start(const kn_fused_ir *ir) {
+    int start = 0;
+    for (int e = 0; e < ir->n_rows; e++)
+        if (kn_fused_reduces(ir->rows[e].op)) start = ir->rows[e].after;
+    return start;
+}
 
 /* Whether a copy step converting `from` to `to` can be generated exactly as the copy kernel
  * converts (the rest stay eager ops). */
@@ -100,7 +120,7 @@ void kn_fused_signature(const kn_fused_ir *ir, char *buf, size_t size);
 /* What selects ir's generated code (everything kn_fused_key_text prints) packed into ints:
  * equal packings, equal kernels. Cheap enough for every flush, where the text is not (a fifth
  * of a decode step's host time went to formatting keys). Returns the count written. */
-#define KN_FUSED_KEY_MAX (8 + KN_FUSED_MAX_INPUTS + 8 * KN_FUSED_MAX_STEPS + 2 * KN_FUSED_MAX_OPERANDS)
+#define KN_FUSED_KEY_MAX (8 + KN_FUSED_MAX_INPUTS + 8 * KN_FUSED_MAX_STEPS + 8 * KN_FUSED_MAX_ROWS + 2 * KN_FUSED_MAX_OPERANDS)
 int kn_fused_key(const kn_fused_ir *ir, int32_t *key);
 
 /* A map from IRs (by kn_fused_key) to pointers, for the per-process tables in front of the
