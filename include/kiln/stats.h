@@ -50,6 +50,8 @@ typedef struct kn_stats {
     int64_t pool_solo_periods;   /* times the thread pool ran its loops on their owners alone for a while
                                     after such stalls */
     int64_t ops_eliminated;      /* compiled mode: ops dropped as dead code (their values read by no one) */
+    int64_t ops_folded;          /* compiled mode: elementwise ops on constants replaced by a fill of their
+                                    value (constant folding) */
     int64_t programs;            /* compiled mode: programs planned and launched (one per step, plus one per
                                     graph break: a read of a value inside a step) */
     int64_t bytes_allocated;     /* bytes handed out by the caching allocators, in total */

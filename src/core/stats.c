@@ -45,6 +45,7 @@ void kn_stats_get(kn_stats *out) {
     out->pool_stalls = get(KN_STAT_POOL_STALLS);
     out->pool_solo_periods = get(KN_STAT_POOL_SOLO_PERIODS);
     out->ops_eliminated = get(KN_STAT_OPS_ELIMINATED);
+    out->ops_folded = get(KN_STAT_OPS_FOLDED);
     out->programs = get(KN_STAT_PROGRAMS);
     for (int t = 0; t < KN_DEVICE_TYPE_COUNT; t++) {
         kn_device d = {(kn_device_type)t, 0};
@@ -75,14 +76,14 @@ int kn_stats_json(char *buf, size_t size) {
                     "\"compiles\":%lld,\"compile_seconds\":%.3f,\"cache_memory_hits\":%lld,\"cache_disk_hits\":%lld,"
                     "\"cache_misses\":%lld,\"cache_corrupt\":%lld,\"recompiles\":%lld,\"recompile_reasons\":{%s},"
                     "\"host_fallbacks\":%lld,\"ops_merged\":%lld,\"pool_stalls\":%lld,\"pool_solo_periods\":%lld,"
-                    "\"ops_eliminated\":%lld,\"programs\":%lld,"
+                    "\"ops_eliminated\":%lld,\"ops_folded\":%lld,\"programs\":%lld,"
                     "\"bytes_allocated\":%lld,\"peak_bytes\":%lld}",
                     (long long)s.ops_recorded, (long long)s.kernels_launched, (long long)s.fused_kernels,
                     (long long)s.ops_fused, (long long)s.compiles, s.compile_seconds, (long long)s.cache_memory_hits,
                     (long long)s.cache_disk_hits, (long long)s.cache_misses, (long long)s.cache_corrupt,
                     (long long)s.recompiles, reasons, (long long)s.host_fallbacks, (long long)s.ops_merged,
                     (long long)s.pool_stalls, (long long)s.pool_solo_periods, (long long)s.ops_eliminated,
-                    (long long)s.programs, (long long)s.bytes_allocated,
+                    (long long)s.ops_folded, (long long)s.programs, (long long)s.bytes_allocated,
                     (long long)s.peak_bytes);
 }
 

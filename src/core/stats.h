@@ -23,6 +23,7 @@ typedef enum kn_stat {
     KN_STAT_POOL_STALLS,
     KN_STAT_POOL_SOLO_PERIODS,
     KN_STAT_OPS_ELIMINATED,
+    KN_STAT_OPS_FOLDED,
     KN_STAT_PROGRAMS,
     KN_STAT_COUNT
 } kn_stat;

@@ -1,9 +1,10 @@
 /* Compiled mode (include/kiln/compile.h): its scheduler and kn_compile. The scheduler is a
  * window (exec/window.h) that nothing flushes but a read, a sync, a mode change or the end of
- * a compiled step; at the flush the window is one program: dead code goes (graph/dce.h),
- * common subexpressions merge and elementwise chains and reductions fuse across all of it
- * (fused mode's planning half, exec/fused.h), the values only the program sees are placed in
- * the stream's arena (exec/compiled.h), and the nodes launch in order. A step run through
+ * a compiled step; at the flush the window is one program: constants fold (graph/const_fold.h),
+ * dead code goes (graph/dce.h), common subexpressions merge and elementwise chains and
+ * reductions fuse across all of it (fused mode's planning half, exec/fused.h), the values only
+ * the program sees are placed in the stream's arena (exec/compiled.h), and the nodes launch in
+ * order. A step run through
  * kn_compiled_run is guarded: its inputs' guard (exec/compiled_guard.h) and the structural keys
  * of the programs it records (graph/program_key.h) name its variant; a new one is a recompile. */
 #include "kiln/compile.h"
@@ -24,6 +25,7 @@
 #include "exec/fused.h"
 #include "exec/scheduler.h"
 #include "exec/window.h"
+#include "graph/const_fold.h"
 #include "graph/dce.h"
 #include "graph/program_key.h"
 
@@ -55,6 +57,8 @@ static kn_status plan_and_launch(kn_node **nodes, kn_backend **backends, int n) 
         uint64_t key[2] = {trace->key, kn_program_key(nodes, n, trace->inputs, trace->n_inputs)};
         trace->key = kn_hash_bytes(KN_HASH_SEED, key, sizeof key);
     }
+    const int folded = kn_const_fold(nodes, n, kn_compiled_fold_eval, NULL);
+    kn_stat_add(KN_STAT_OPS_FOLDED, folded);
     const int dead = kn_dce(nodes, n);
     if (dead) {
         n = kn_nodes_compact(nodes, backends, n);

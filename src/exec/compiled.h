@@ -19,6 +19,10 @@ typedef struct kn_plan_summary {
  * not computed) gets the plan's sizes. */
 kn_status kn_compiled_place(kn_node *const *nodes, int n, kn_plan_summary *summary);
 
+/* Constant folding's evaluator (graph/const_fold.h's kn_fold_eval_fn): the node's kernel on
+ * its own backend over one element, so a folded value has the bits the op would have made. */
+bool kn_compiled_fold_eval(const kn_node *n, const double *in, double *out, void *ctx);
+
 /* With KILN_COMPILE_DUMP=DIR set: writes DIR/program-N-STAGE.txt (one line a node: its op,
  * inputs, outputs with dtype and shape, and where each value made here lives; with plan, a
  * first line of its sizes) and DIR/program-N-STAGE.dot (the same as a Graphviz graph:
