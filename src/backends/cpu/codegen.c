@@ -271,7 +271,11 @@ static void emit_pass(kn_strbuf *s, const kn_fused_ir *ir, const kn_dtype *odt, 
         if (ir->inner[k] != KN_FUSED_INNER_ZERO) emit(s, " + idx[%d] * stride[%d]", last, k * KN_MAX_DIMS + last);
         emit(s, ";\n        (void)p%d;\n", k);
     }
-    if (ps->n_stash) emit(s, "        double *restrict at = stash ? stash + (pos - begin) : 0;\n        (void)at;\n");
+    for (int l = 0; l < ps->n_stash; l++) { /* value l's slice of the stash, in its compute type */
+        const char *ct = ctypes[ir->steps[ps->stash[l] - ir->n_in].out_dtype].compute;
+        emit(s, "        %s *restrict at%d = stash ? (%s *)(stash + %d * span) + (pos - begin) : 0;\n        (void)at%d;\n", ct, l,
+             ct, l, l);
+    }
     if (fold >= 0)
         emit(s, "        for (int64_t i0 = 0; i0 < len; i0 += 256) {\n        const int64_t i1 = KN_FK_MIN(len, i0 + 256);\n"
                 "        double t[256];\n        for (int64_t i = i0; i < i1; i++) {\n");
@@ -287,12 +291,12 @@ static void emit_pass(kn_strbuf *s, const kn_fused_ir *ir, const kn_dtype *odt, 
     }
     if (ps->first > 0) /* the stashed values, as the earlier pass computed them */
         for (int l = 0; l < ps->n_stash; l++)
-            emit(s, "            const %s v%d = (%s)at[%d * span + i];\n", ctypes[ir->steps[ps->stash[l] - ir->n_in].out_dtype].compute,
-                 ps->stash[l], ctypes[ir->steps[ps->stash[l] - ir->n_in].out_dtype].compute, l);
+            emit(s, "            const %s v%d = at%d[i];\n", ctypes[ir->steps[ps->stash[l] - ir->n_in].out_dtype].compute,
+                 ps->stash[l], l);
     for (int j = ps->first; j < ps->n; j++) emit_step(s, ir, j);
     if (ps->first == 0 && ps->n_stash) {
-        emit(s, "            if (at) {\n");
-        for (int l = 0; l < ps->n_stash; l++) emit(s, "                at[%d * span + i] = (double)v%d;\n", l, ps->stash[l]);
+        emit(s, "            if (at0) {\n");
+        for (int l = 0; l < ps->n_stash; l++) emit(s, "                at%d[i] = v%d;\n", l, ps->stash[l]);
         emit(s, "            }\n");
     }
     for (int j = ps->store_from; j < ps->n; j++) {
