@@ -40,6 +40,32 @@ static void check_same_in_modes(const char *what, block_fn f, kn_tensor *const *
     kn_release(got);
 }
 
+/* Runs f(in) in strict mode, then in fused mode, each in a scope of its own so that the
+ * block's values die before the read: r gets the two results, *kernels and *fused what the
+ * fused run launched. */
+static void run_in_both_modes(block_fn f, kn_tensor *const *in, kn_tensor **r, int64_t *kernels, int64_t *fused) {
+    for (int m = 0; m < 2; m++) {
+        kn_set_mode(m ? KN_MODE_FUSED : KN_MODE_STRICT);
+        kn_stats before = stats_now();
+        kn_scope_push();
+        r[m] = kn_keep(f(in));
+        kn_scope_pop();
+        kn_stats after = stats_now();
+        *kernels = after.kernels_launched - before.kernels_launched;
+        *fused = after.fused_kernels - before.fused_kernels;
+    }
+    kn_set_mode(KN_MODE_STRICT);
+}
+
+/* The fused result r[1] against strict's r[0] at tol; releases both. */
+static void check_close_and_release(kn_tensor **r, tolerance tol, const char *what) {
+    double *want = read_f64(r[0]);
+    if (want) CHECK_CLOSE(r[1], want, tol, what);
+    free(want);
+    kn_release(r[0]);
+    kn_release(r[1]);
+}
+
 static kn_tensor *bias_gelu(kn_tensor *const *in) { return kn_gelu(kn_add(in[0], in[1])); }
 
 static kn_tensor *long_chain(kn_tensor *const *in) {
@@ -86,6 +112,20 @@ static void test_gemm_epilogue_is_one_kernel(void) {
 
 /* Reductions of a chain over trailing dims run in the chain's kernel; the chain's values are
  * never written unless something else reads them. Sums reorder: compared at f32 tolerance. */
+static int prologue_op;
+static kn_shape prologue_dims;
+
+static kn_tensor *reduced_chain(kn_tensor *const *in) {
+    kn_tensor *t = kn_exp(kn_mul(kn_sub(in[0], in[1]), in[0]));
+    kn_shape d = prologue_dims;
+    switch (prologue_op) {
+    case 0: return kn_sum(t, d, true);
+    case 1: return kn_mean(t, d, false);
+    case 2: return kn_amax(t, d, false);
+    default: return kn_amin(t, d, true);
+    }
+}
+
 static void test_reduction_prologues(void) {
     const kn_shape shapes[] = {KN_SHAPE(64, 48), KN_SHAPE(3, 70000)}; /* many rows; rows longer than a chunk */
     const kn_shape dims[] = {KN_DIMS(1), KN_ALL_DIMS};
@@ -93,32 +133,16 @@ static void test_reduction_prologues(void) {
         for (int di = 0; di < 2; di++)
             for (int op = 0; op < 4; op++) {
                 kn_scope_push();
-                kn_tensor *x = rand_tensor(shapes[si], KN_F32, -2, 2), *y = rand_tensor(shapes[si], KN_F32, -2, 2);
+                kn_tensor *in[2] = {rand_tensor(shapes[si], KN_F32, -2, 2), rand_tensor(shapes[si], KN_F32, -2, 2)};
                 kn_tensor *r[2];
-                int64_t kernels = 0, fused = 0;
-                for (int m = 0; m < 2; m++) {
-                    kn_set_mode(m ? KN_MODE_FUSED : KN_MODE_STRICT);
-                    kn_stats before = stats_now();
-                    kn_scope_push();
-                    kn_tensor *t = kn_exp(kn_mul(kn_sub(x, y), x));
-                    kn_tensor *v = op == 0 ? kn_sum(t, dims[di], true) : op == 1 ? kn_mean(t, dims[di], false)
-                                 : op == 2 ? kn_amax(t, dims[di], false) : kn_amin(t, dims[di], true);
-                    r[m] = kn_keep(v);
-                    kn_scope_pop(); /* the chain's values die before the read */
-                    kn_stats after = stats_now();
-                    kernels = after.kernels_launched - before.kernels_launched;
-                    fused = after.fused_kernels - before.fused_kernels;
-                }
-                kn_set_mode(KN_MODE_STRICT);
+                int64_t kernels, fused;
+                prologue_op = op, prologue_dims = dims[di];
+                run_in_both_modes(reduced_chain, in, r, &kernels, &fused);
                 CHECK_MSG(kernels == 1 && fused == 1, "op %d shape %d dims %d: %lld kernels (%lld fused), want one fused",
                           op, si, di, (long long)kernels, (long long)fused);
-                double *want = read_f64(r[0]);
                 tolerance tol = tol_for(KN_F32);
                 tol.rtol *= 10; /* sums of up to 210k terms in another order */
-                if (want) CHECK_CLOSE(r[1], want, tol, "fused reduction");
-                free(want);
-                kn_release(r[0]);
-                kn_release(r[1]);
+                check_close_and_release(r, tol, "fused reduction");
                 kn_scope_pop();
             }
 }
@@ -175,27 +199,13 @@ static void test_reductions_by_hand_are_one_kernel(void) {
                 kn_tensor *in[3] = {rand_tensor(shapes[si], dts[di], -3, 3), rand_tensor(KN_SHAPE(c), dts[di], 0.5, 2),
                                     rand_tensor(KN_SHAPE(c), dts[di], -1, 1)};
                 kn_tensor *r[2];
-                int64_t kernels = 0, fused = 0;
-                for (int m = 0; m < 2; m++) {
-                    kn_set_mode(m ? KN_MODE_FUSED : KN_MODE_STRICT);
-                    kn_stats before = stats_now();
-                    kn_scope_push();
-                    r[m] = kn_keep(blocks[bi].f(in));
-                    kn_scope_pop();
-                    kn_stats after = stats_now();
-                    kernels = after.kernels_launched - before.kernels_launched;
-                    fused = after.fused_kernels - before.fused_kernels;
-                }
-                kn_set_mode(KN_MODE_STRICT);
+                int64_t kernels, fused;
+                run_in_both_modes(blocks[bi].f, in, r, &kernels, &fused);
                 CHECK_MSG(kernels == 1 && fused == 1, "%s, %s, shape %d: %lld kernels (%lld fused), want one fused",
                           blocks[bi].what, kn_dtype_name(dts[di]), si, (long long)kernels, (long long)fused);
-                double *want = read_f64(r[0]);
                 tolerance tol = tol_for(dts[di]);
                 tol.rtol *= 10; /* sums of up to 40k terms in another order */
-                if (want) CHECK_CLOSE(r[1], want, tol, blocks[bi].what);
-                free(want);
-                kn_release(r[0]);
-                kn_release(r[1]);
+                check_close_and_release(r, tol, blocks[bi].what);
                 kn_scope_pop();
             }
 }
@@ -217,12 +227,10 @@ static void test_row_values_held_or_read_otherwise(void) {
     kn_tensor *r[2];
     for (int m = 0; m < 2; m++) {
         kn_set_mode(m ? KN_MODE_FUSED : KN_MODE_STRICT);
-        r[m] = held_row_value(in);
+        r[m] = kn_retain(held_row_value(in)); /* its values stay held: stored, not recomputed */
     }
     kn_set_mode(KN_MODE_STRICT);
-    double *want = read_f64(r[0]);
-    if (want) CHECK_CLOSE(r[1], want, tol_for(KN_F32), "held row value");
-    free(want);
+    check_close_and_release(r, tol_for(KN_F32), "held row value");
     kn_scope_pop();
 }
 
