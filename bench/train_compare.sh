@@ -42,7 +42,11 @@ print(json.dumps({'runtime': 'kiln', 'mode': '$mode', 'amp': '$amp', 'round': $r
             python3 "$HERE/gpt2_step_torch.py" --warmup "$WARMUP" --steps "$STEPS" --amp "$amp" $flag 2>/dev/null | tail -1 |
                 python3 -c "
 import json, sys
-r = json.loads(sys.stdin.read())
+line = sys.stdin.read().strip()
+try:
+    r = json.loads(line)
+except ValueError:  # 'skipped: PyTorch not installed', or its error: said, not a row
+    sys.exit(print('torch $tmode: ' + line, file=sys.stderr))
 print(json.dumps({'runtime': 'torch', 'mode': '$tmode', 'amp': '$amp', 'round': $r, 'ms': r['ms_median']}))" \
                 | tee -a "$OUT/rows.jsonl"
         done

@@ -310,6 +310,38 @@ static void test_a_warm_cache_compiles_nothing_in_compiled_mode(void) {
     CHECK(loss[0][0] == loss[1][0] && loss[0][1] == loss[1][1]);
 }
 
+/* The float64 shadow on compiled programs (KILN_SHADOW=cpu) passes whole training steps,
+ * forward, backward and AdamW, and changes no loss. */
+static void test_compiled_training_passes_the_shadow(void) {
+    char tokens[320], log[320];
+    snprintf(tokens, sizeof tokens, "%s/shadow-tokens.bin", tmp);
+    snprintf(log, sizeof log, "%s/shadow.jsonl", tmp);
+    uint16_t ids[2048];
+    for (int i = 0; i < 2048; i++) ids[i] = (uint16_t)(i * 7919 % 50257);
+    write_file(tokens, (const char *)ids, sizeof ids);
+    const char *tasks[][14] = {
+        {"adder", "--batch", "8", "--n-layer", "1", "--n-embd", "32", NULL},
+        {"gpt2", "--data", tokens, "--batch", "2", "--seq", "16", "--n-layer", "1", "--n-head", "2", "--n-embd", "32", NULL},
+    };
+    for (size_t t = 0; t < sizeof tasks / sizeof tasks[0]; t++) {
+        double loss[2][2];
+        for (int k = 0; k < 2; k++) {
+            const char *args[24] = {"train"};
+            int a = 1;
+            for (int i = 0; tasks[t][i]; i++) args[a++] = tasks[t][i];
+            const char *more[] = {"--steps", "2", "--quiet", "--log", log, "--mode", "compiled", NULL};
+            for (int i = 0; more[i]; i++) args[a++] = more[i];
+            remove(log);
+            if (k) setenv("KILN_SHADOW", "cpu", 1);
+            CHECK_MSG(run(args) == 0, "kiln train %s in compiled mode%s failed", tasks[t][0], k ? " under the shadow" : "");
+            unsetenv("KILN_SHADOW");
+            CHECK(logged_losses(log, loss[k], 2) == 2);
+        }
+        CHECK_MSG(loss[0][0] == loss[1][0] && loss[0][1] == loss[1][1], "%s: losses %.9g %.9g, under the shadow %.9g %.9g",
+                  tasks[t][0], loss[0][0], loss[0][1], loss[1][0], loss[1][1]);
+    }
+}
+
 static void test_train_lists_the_tasks(void) {
     const char *args[] = {"train", "--help", NULL};
     CHECK(run(args) == 0);
@@ -337,6 +369,7 @@ int main(int argc, char **argv) {
     RUN(test_init_loads_weights_or_fails);
     RUN(test_every_task_gives_strict_losses_in_compiled_mode);
     RUN(test_a_warm_cache_compiles_nothing_in_compiled_mode);
+    RUN(test_compiled_training_passes_the_shadow);
     remove_tree(tmp);
     return test_summary();
 }
