@@ -161,10 +161,10 @@ static void test_reduction_nan(void) {
     kn_scope_pop();
 }
 
-/* A softmax and a LayerNorm written by hand: one kernel each, a pass over each row per
- * reduction and one more for what follows, the row values (amax, sum; mean, variance, and the
- * row ops `var + eps` and `rsqrt` on them) read broadcast back. Short rows, rows over several
- * dims and rows longer than a chunk; f32 and f64. */
+/* A softmax, a LayerNorm and an RMSNorm's scale written by hand: one kernel each, a pass over
+ * each row per reduction and one more for what follows, the row values (amax, sum; mean,
+ * variance, and the row ops `var + eps` and `rsqrt` on them) read broadcast back. Short rows,
+ * rows over several dims and rows longer than a chunk; f32 and f64. */
 static kn_tensor *softmax_by_hand(kn_tensor *const *in) {
     kn_tensor *x = in[0];
     kn_tensor *e = kn_exp(kn_sub(x, kn_amax(x, KN_DIMS(-1), true)));
@@ -179,6 +179,11 @@ static kn_tensor *layer_norm_by_hand(kn_tensor *const *in) {
     return kn_add(kn_mul(y, in[1]), in[2]);
 }
 
+/* An RMSNorm's scale alone: the kernel ends with row ops, nothing after them. */
+static kn_tensor *rms_scale(kn_tensor *const *in) {
+    return kn_rsqrt(kn_add_scalar(kn_mean(kn_mul(in[0], in[0]), KN_DIMS(-1), true), 1e-6));
+}
+
 /* Both rows of a [.., 4, C] block: mean and max over the last two dims, combined. */
 static kn_tensor *two_dim_rows(kn_tensor *const *in) {
     kn_tensor *x = in[0];
@@ -189,11 +194,12 @@ static kn_tensor *two_dim_rows(kn_tensor *const *in) {
 static void test_reductions_by_hand_are_one_kernel(void) {
     const kn_shape shapes[] = {KN_SHAPE(6, 10, 33), KN_SHAPE(2, 40000)};
     const struct { const char *what; block_fn f; } blocks[] = {
-        {"softmax by hand", softmax_by_hand}, {"layer norm by hand", layer_norm_by_hand}, {"two-dim rows", two_dim_rows}};
+        {"softmax by hand", softmax_by_hand}, {"layer norm by hand", layer_norm_by_hand}, {"two-dim rows", two_dim_rows},
+        {"rms scale", rms_scale}};
     const kn_dtype dts[] = {KN_F32, KN_F64};
     for (int di = 0; di < 2; di++)
         for (int si = 0; si < 2; si++)
-            for (int bi = 0; bi < 3; bi++) {
+            for (int bi = 0; bi < 4; bi++) {
                 kn_scope_push();
                 int64_t c = shapes[si].v[shapes[si].n - 1];
                 kn_tensor *in[3] = {rand_tensor(shapes[si], dts[di], -3, 3), rand_tensor(KN_SHAPE(c), dts[di], 0.5, 2),
