@@ -1,5 +1,5 @@
-/* KILN_COMPILE_DUMP=DIR (exec/compiled.h): a program's nodes in text, one line each, and as a
- * Graphviz graph. Values are named by storage in order of appearance: v<k> for those the
+/* KILN_COMPILE_DUMP=DIR (exec/compiled.h): a program's nodes in text, one line each (inputs,
+ * attributes, outputs), and as a Graphviz graph. Values are named by storage in order of appearance: v<k> for those the
  * program makes, x<k> for those it reads from outside (inputs, parameters, earlier results). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,7 +87,9 @@ void kn_compiled_dump(kn_node *const *nodes, int n, int64_t program, const char 
             if (from >= 0) fprintf(dot, "  n%d -> n%d [label=\"%s\"];\n", from, j, name);
             else fprintf(dot, "  %s [shape=ellipse];\n  %s -> n%d;\n", name, name, j);
         }
-        fprintf(txt, ") ->");
+        char attrs[160] = ""; /* the values a step runs with: a folded constant's, a scalar op's */
+        if (x->op != KN_OP_custom) kn_attrs_format(x->op, &x->attrs, attrs, sizeof attrs); /* a custom op's are its own */
+        fprintf(txt, "%s%s) ->", *attrs ? "; " : "", attrs);
         for (int o = 0; o < x->n_out; o++) {
             const bool made = x->fresh_out & (1u << o);
             name_of(&nm, x->out[o]->storage, made, name, sizeof name);
