@@ -242,6 +242,26 @@ static int logged_losses(const char *path, double *loss, int cap) {
     return n;
 }
 
+/* A file of n GPT-2 token ids (uint16, a fixed pattern) at path. */
+static void write_tokens(const char *path, int n) {
+    uint16_t ids[4096];
+    for (int i = 0; i < n && i < 4096; i++) ids[i] = (uint16_t)(i * 7919 % 50257);
+    write_file(path, (const char *)ids, (size_t)(n < 4096 ? n : 4096) * sizeof *ids);
+}
+
+/* `kiln train TASK...` (task: a NULL-ended list) for `steps` steps in `mode`, its losses logged
+ * to log (replaced); the losses read back into loss (at most steps). Returns how many. */
+static int train_logged(const char *const *task, const char *steps, const char *mode, const char *log, double *loss) {
+    const char *args[32] = {"train"};
+    int a = 1;
+    for (int i = 0; task[i]; i++) args[a++] = task[i];
+    const char *more[] = {"--steps", steps, "--quiet", "--log", log, "--mode", mode, NULL};
+    for (int i = 0; more[i]; i++) args[a++] = more[i];
+    remove(log);
+    if (run(args) != 0) return -1;
+    return logged_losses(log, loss, atoi(steps));
+}
+
 static void test_every_task_gives_strict_losses_in_compiled_mode(void) {
     char text[320], tokens[320], log[320];
     snprintf(text, sizeof text, "%s/compiled.txt", tmp);
@@ -251,9 +271,7 @@ static void test_every_task_gives_strict_losses_in_compiled_mode(void) {
     size_t n = 0;
     for (int i = 0; n + 64 < sizeof buf; i++) n += (size_t)snprintf(buf + n, sizeof buf - n, "a mat, a cat %d\n", i % 7);
     write_file(text, buf, n);
-    uint16_t ids[4096];
-    for (int i = 0; i < 4096; i++) ids[i] = (uint16_t)(i * 7919 % 50257);
-    write_file(tokens, (const char *)ids, sizeof ids);
+    write_tokens(tokens, 4096);
     const char *tasks[][14] = {
         {"adder", "--batch", "16", "--n-layer", "1", "--n-embd", "32", NULL},
         {"gpt2", "--data", tokens, "--batch", "2", "--seq", "16", "--n-layer", "1", "--n-head", "2", "--n-embd", "32", NULL},
@@ -269,16 +287,10 @@ static void test_every_task_gives_strict_losses_in_compiled_mode(void) {
         double loss[2][20];
         int got[2];
         for (int k = 0; k < 2; k++) {
-            const char *args[24] = {"train"};
-            int a = 1;
-            for (int i = 0; tasks[t][i]; i++) args[a++] = tasks[t][i];
-            const char *more[] = {"--steps", steps_arg, "--quiet", "--log", log, "--mode", k ? "compiled" : "strict", NULL};
-            for (int i = 0; more[i]; i++) args[a++] = more[i];
-            remove(log);
             if (k) setenv("KILN_RECOMPILE", "error", 1); /* every step is the first one's program */
-            CHECK_MSG(run(args) == 0, "kiln train %s in %s mode failed", tasks[t][0], k ? "compiled" : "strict");
+            got[k] = train_logged(tasks[t], steps_arg, k ? "compiled" : "strict", log, loss[k]);
             unsetenv("KILN_RECOMPILE");
-            got[k] = logged_losses(log, loss[k], steps);
+            CHECK_MSG(got[k] >= 0, "kiln train %s in %s mode failed", tasks[t][0], k ? "compiled" : "strict");
         }
         CHECK_MSG(got[0] == steps && got[1] == steps, "%s: %d and %d losses logged", tasks[t][0], got[0], got[1]);
         for (int s = 0; s < steps && s < got[0] && s < got[1]; s++)
@@ -316,9 +328,7 @@ static void test_compiled_training_passes_the_shadow(void) {
     char tokens[320], log[320];
     snprintf(tokens, sizeof tokens, "%s/shadow-tokens.bin", tmp);
     snprintf(log, sizeof log, "%s/shadow.jsonl", tmp);
-    uint16_t ids[2048];
-    for (int i = 0; i < 2048; i++) ids[i] = (uint16_t)(i * 7919 % 50257);
-    write_file(tokens, (const char *)ids, sizeof ids);
+    write_tokens(tokens, 2048);
     const char *tasks[][14] = {
         {"adder", "--batch", "8", "--n-layer", "1", "--n-embd", "32", NULL},
         {"gpt2", "--data", tokens, "--batch", "2", "--seq", "16", "--n-layer", "1", "--n-head", "2", "--n-embd", "32", NULL},
@@ -326,16 +336,10 @@ static void test_compiled_training_passes_the_shadow(void) {
     for (size_t t = 0; t < sizeof tasks / sizeof tasks[0]; t++) {
         double loss[2][2];
         for (int k = 0; k < 2; k++) {
-            const char *args[24] = {"train"};
-            int a = 1;
-            for (int i = 0; tasks[t][i]; i++) args[a++] = tasks[t][i];
-            const char *more[] = {"--steps", "2", "--quiet", "--log", log, "--mode", "compiled", NULL};
-            for (int i = 0; more[i]; i++) args[a++] = more[i];
-            remove(log);
             if (k) setenv("KILN_SHADOW", "cpu", 1);
-            CHECK_MSG(run(args) == 0, "kiln train %s in compiled mode%s failed", tasks[t][0], k ? " under the shadow" : "");
+            CHECK_MSG(train_logged(tasks[t], "2", "compiled", log, loss[k]) == 2, "kiln train %s in compiled mode%s failed",
+                      tasks[t][0], k ? " under the shadow" : "");
             unsetenv("KILN_SHADOW");
-            CHECK(logged_losses(log, loss[k], 2) == 2);
         }
         CHECK_MSG(loss[0][0] == loss[1][0] && loss[0][1] == loss[1][1], "%s: losses %.9g %.9g, under the shadow %.9g %.9g",
                   tasks[t][0], loss[0][0], loss[0][1], loss[1][0], loss[1][1]);
