@@ -2,8 +2,9 @@
  * training step passes and gives the bits it gives without the shadow; a wrong prebuilt
  * kernel is named as the first divergent op with the caller that recorded it (not the read
  * that ran the program); a wrong generated kernel, whose ops one by one agree with float64,
- * is named by the first value the program hands out that differs; and a wrong in-place update
- * of a parameter is caught in the memory it writes. */
+ * is named by the first value the program hands out that differs; a wrong in-place update of a
+ * parameter is caught in the memory it writes; and a program on the meta device (no values, and
+ * nothing to fold) is left alone. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,10 +178,34 @@ static void test_wrong_in_place_update_is_caught_in_the_memory_it_writes(void) {
     kn_clear_error();
 }
 
+/* A program on the meta device has no values to check: the shadow leaves it alone (shapes
+ * still come out), and a later program on the CPU is checked again. */
+static void test_programs_without_values_are_not_checked(void) {
+    CHECK(kn_set_mode(KN_MODE_COMPILED) == KN_OK && kn_set_shadow("cpu") == KN_OK);
+    int64_t checked0, checked1;
+    kn_shadow_counts(&checked0, NULL);
+    CHECK(kn_set_default_device(KN_META) == KN_OK);
+    kn_scope_push();
+    kn_tensor *m = kn_sum(kn_gelu(kn_mul_scalar(kn_ones(KN_SHAPE(64, 32), KN_F32), 0.5)), KN_DIMS(1), false);
+    CHECK(m && kn_sync() == KN_OK && kn_numel(m) == 64 && kn_device_of(m).type == KN_DEVICE_META);
+    kn_scope_pop();
+    CHECK(kn_set_default_device(KN_CPU) == KN_OK);
+    kn_shadow_counts(&checked1, NULL);
+    CHECK_MSG(checked1 == checked0, "%lld ops checked on meta", (long long)(checked1 - checked0));
+    kn_scope_push();
+    kn_tensor *c = kn_sum(kn_gelu(kn_ones(KN_SHAPE(4, 4), KN_F32)), KN_DIMS(1), false);
+    CHECK(c && kn_sync() == KN_OK);
+    kn_scope_pop();
+    kn_shadow_counts(&checked1, NULL);
+    CHECK(checked1 > checked0);
+    CHECK(kn_set_shadow(NULL) == KN_OK && kn_set_mode(KN_MODE_STRICT) == KN_OK);
+}
+
 int main(void) {
     RUN(test_clean_step_passes_unchanged);
     RUN(test_wrong_prebuilt_kernel_is_named_with_its_caller);
     RUN(test_wrong_generated_kernel_is_named_by_the_value_it_hands_out);
     RUN(test_wrong_in_place_update_is_caught_in_the_memory_it_writes);
+    RUN(test_programs_without_values_are_not_checked);
     return test_summary();
 }
